@@ -1,0 +1,7 @@
+from django.apps import AppConfig
+
+
+class ReleasesConfig(AppConfig):
+    default_auto_field = "django.db.models.BigAutoField"
+    name = "releases"
+    verbose_name = "Releases"

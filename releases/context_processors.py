@@ -1,0 +1,19 @@
+from .models import ReleaseRequest
+from .services import roles as role_checks
+
+
+def roles(request) -> dict:
+    """The user's roles, for the navigation, and the review queue's length for officers."""
+    user = request.user
+    if not user.is_authenticated:
+        return {}
+    context = {
+        "is_steward": role_checks.is_steward(user),
+        "is_officer": role_checks.is_officer(user),
+        "is_recipient": role_checks.is_recipient(user),
+    }
+    if context["is_officer"]:
+        context["review_waiting"] = ReleaseRequest.objects.filter(
+            state=ReleaseRequest.State.READY
+        ).count()
+    return context

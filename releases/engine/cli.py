@@ -1,0 +1,299 @@
+"""Command-line anonymization: the logic behind ``python manage.py anonymize`` (no Django here).
+
+    anonymize INPUT --out OUT.csv [--report REPORT.json] --qi COL[=HIERARCHY.csv] ...
+              [--sensitive COL ...] [--identifier COL ...] --k N
+              [--l N --l-variant distinct|entropy|recursive --c C]
+              [--t T --t-distance equal|ordered|hierarchical] [--sensitive-hierarchy COL=FILE ...]
+              [--suppression-limit F] [--algorithm optimal|mondrian] [--delimiter D]
+
+INPUT is read as text (every cell a string, an empty cell the value ""), UTF-8 (with or
+without BOM) or else Latin-1; the delimiter is detected from the header line (``,`` ``;`` or
+tab) unless given. A quasi-identifier without a hierarchy file gets ``Hierarchy.automatic``.
+Columns not named are released unchanged; identifiers are dropped.
+
+OUT is written with the input's delimiter, UTF-8, with spreadsheet formulas neutralised. Both
+output files are first written to temporary files in their folders and then renamed, so a
+failure leaves no (partial) output. Any error prints one line on stderr and exits with 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import io
+import json
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, TextIO
+
+import numpy as np
+import pandas as pd
+
+from .export import neutralise_formulas
+from .types import AnonymizationConfig, AnonymizationResult, EngineError, PrivacyModel
+
+EXIT_OK = 0
+EXIT_ERROR = 2
+_DELIMITERS = (",", ";", "\t")
+
+
+class CliError(Exception):
+    """A problem with the arguments or the input; the message is for the person who ran it."""
+
+
+class _Parser(argparse.ArgumentParser):
+    # One line instead of argparse's usage + message, and no SystemExit from inside run().
+    def error(self, message: str) -> None:  # type: ignore[override]
+        raise CliError(message)
+
+
+def build_parser(prog: str = "anonymize") -> argparse.ArgumentParser:
+    p = _Parser(prog=prog, description="Anonymize a CSV file (k-anonymity, l-diversity, "
+                "t-closeness) and write the extract and a JSON report.")
+    p.add_argument("input", metavar="INPUT", help="CSV file to anonymize")
+    p.add_argument("--out", required=True, metavar="OUT.csv", help="where to write the extract")
+    p.add_argument("--report", metavar="REPORT.json", help="where to write the JSON report")
+    p.add_argument("--qi", action="extend", nargs="+", default=[], required=True,
+                   metavar="COL[=HIERARCHY.csv]", help="quasi-identifier (and its ARX hierarchy)")
+    p.add_argument("--sensitive", action="extend", nargs="+", default=[], metavar="COL")
+    p.add_argument("--identifier", action="extend", nargs="+", default=[], metavar="COL",
+                   help="direct identifier: dropped from the extract")
+    p.add_argument("--k", type=int, required=True, metavar="N")
+    p.add_argument("--l", type=float, metavar="N")
+    p.add_argument("--l-variant", choices=["distinct", "entropy", "recursive"], default="distinct")
+    p.add_argument("--c", type=float, metavar="C", help="c of recursive (c,l)-diversity")
+    p.add_argument("--t", type=float, metavar="T")
+    p.add_argument("--t-distance", choices=["equal", "ordered", "hierarchical"], default="equal")
+    p.add_argument("--sensitive-hierarchy", action="extend", nargs="+", default=[],
+                   metavar="COL=FILE")
+    p.add_argument("--suppression-limit", type=float, default=0.0, metavar="F",
+                   help="share of rows (0 to 1) that may be suppressed")
+    p.add_argument("--algorithm", choices=["optimal", "mondrian"], default="optimal")
+    p.add_argument("--delimiter", metavar="D", help="input delimiter (detected when omitted)")
+    return p
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def decode_bytes(raw: bytes) -> str:
+    """UTF-8 (a BOM is dropped), else Latin-1 (which decodes any byte string)."""
+    try:
+        return raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        return raw.decode("latin-1")
+
+
+def detect_delimiter(text: str) -> str:
+    """The most frequent of ``,`` ``;`` tab on the header line (``,`` when none occurs)."""
+    header = text.split("\n", 1)[0]
+    counts = {d: header.count(d) for d in _DELIMITERS}
+    best = max(_DELIMITERS, key=lambda d: counts[d])
+    return best if counts[best] else ","
+
+
+def _delimiter_arg(value: str | None) -> str | None:
+    if value is None:
+        return None
+    named = {"tab": "\t", "\\t": "\t", "comma": ",", "semicolon": ";"}
+    value = named.get(value.lower(), value)
+    if len(value) != 1:
+        raise CliError(f"the delimiter must be one character, not {value!r}")
+    return value
+
+
+def read_table(path: str, delimiter: str | None = None) -> tuple[pd.DataFrame, str]:
+    """Read a CSV file as strings ("" for an empty cell); returns the table and its delimiter."""
+    try:
+        raw = Path(path).read_bytes()
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+    text = decode_bytes(raw)
+    if not text.strip():
+        raise CliError(f"{path} is empty")
+    sep = delimiter or detect_delimiter(text)
+    try:
+        df = pd.read_csv(io.StringIO(text), sep=sep, dtype=str, keep_default_na=False,
+                         na_filter=False, engine="c")
+    except (pd.errors.ParserError, ValueError) as exc:
+        raise CliError(f"cannot parse {path} as CSV: {str(exc).strip().splitlines()[0]}") from None
+    dupes = df.columns[df.columns.duplicated()].tolist()
+    if dupes:
+        raise CliError(f"{path} has duplicate column names: {', '.join(map(repr, dupes))}")
+    return df, sep
+
+
+def _split_pair(item: str, option: str) -> tuple[str, str | None]:
+    name, sep, file = item.partition("=")
+    if not name:
+        raise CliError(f"{option} {item!r}: the column name is missing")
+    if sep and not file:
+        raise CliError(f"{option} {item!r}: the hierarchy file is missing after '='")
+    return name, (file if sep else None)
+
+
+def _load_hierarchy(column: str, file: str, values: pd.Series):
+    from .hierarchy import Hierarchy
+
+    if not Path(file).is_file():
+        raise CliError(f"hierarchy file {file} for {column!r} does not exist")
+    hierarchy = Hierarchy.from_arx_csv(Path(file), attribute=column)
+    hierarchy.validate_against(pd.unique(values))
+    return hierarchy
+
+
+def build_config(args: argparse.Namespace, df: pd.DataFrame) -> AnonymizationConfig:
+    """The engine configuration the arguments describe (raises CliError / EngineError)."""
+    from .hierarchy import Hierarchy
+
+    def check_column(name: str, role: str) -> None:
+        if name not in df.columns:
+            raise CliError(
+                f"{role} column {name!r} is not in the input (columns: "
+                f"{', '.join(map(repr, df.columns[:12]))}{' ...' if len(df.columns) > 12 else ''})"
+            )
+
+    qis: dict[str, Any] = {}
+    for item in args.qi:
+        name, file = _split_pair(item, "--qi")
+        check_column(name, "quasi-identifier")
+        if name in qis:
+            raise CliError(f"quasi-identifier {name!r} is given twice")
+        qis[name] = (
+            _load_hierarchy(name, file, df[name])
+            if file
+            else Hierarchy.automatic(df[name].tolist(), attribute=name)
+        )
+    for name in args.sensitive:
+        check_column(name, "sensitive")
+    for name in args.identifier:
+        check_column(name, "identifier")
+    sensitive_hierarchies = {}
+    for item in args.sensitive_hierarchy:
+        name, file = _split_pair(item, "--sensitive-hierarchy")
+        if file is None:
+            raise CliError(f"--sensitive-hierarchy {item!r}: expected COL=FILE")
+        if name not in args.sensitive:
+            raise CliError(f"--sensitive-hierarchy {name!r}: not named with --sensitive")
+        sensitive_hierarchies[name] = _load_hierarchy(name, file, df[name])
+    model = PrivacyModel(
+        k=args.k,
+        l=args.l,
+        l_variant=args.l_variant,
+        c=args.c,
+        t=args.t,
+        t_distance=args.t_distance,
+        suppression_limit=args.suppression_limit,
+    )
+    model.validate()
+    return AnonymizationConfig(
+        quasi_identifiers=qis,
+        model=model,
+        sensitive=list(dict.fromkeys(args.sensitive)),
+        identifiers=list(dict.fromkeys(args.identifier)),
+        sensitive_hierarchies=sensitive_hierarchies,
+        algorithm=args.algorithm,
+    )
+
+
+# --------------------------------------------------------------------------- writing
+
+
+def _json_default(value: Any) -> Any:
+    if isinstance(value, np.generic):
+        return value.item()
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    raise TypeError(f"{type(value).__name__} is not JSON serialisable")
+
+
+def _temp_beside(target: Path) -> Path:
+    folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        raise CliError(f"the folder of {target} does not exist")
+    fd, name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=folder)
+    os.close(fd)
+    return Path(name)
+
+
+def write_outputs(
+    result: AnonymizationResult, out: str, report: str | None, delimiter: str
+) -> None:
+    """Write the extract (and report) to temporary files, then rename them into place."""
+    targets = [Path(out)] + ([Path(report)] if report else [])
+    if report and Path(report).resolve() == Path(out).resolve():
+        raise CliError("--out and --report name the same file")
+    temps: list[Path] = []
+    try:
+        for target in targets:
+            temps.append(_temp_beside(target))
+        neutralise_formulas(result.data).to_csv(
+            temps[0], sep=delimiter, index=False, encoding="utf-8", lineterminator="\n"
+        )
+        if report:
+            with open(temps[1], "w", encoding="utf-8") as fh:
+                json.dump(result.report(), fh, indent=2, default=_json_default)
+                fh.write("\n")
+        for temp, target in zip(temps, targets, strict=True):
+            os.replace(temp, target)
+    except OSError as exc:
+        raise CliError(f"cannot write the output: {exc.strerror or exc}") from None
+    finally:
+        for temp in temps:
+            with contextlib.suppress(OSError):
+                temp.unlink()
+
+
+# --------------------------------------------------------------------------- entry points
+
+
+def execute(argv: Sequence[str], stdout: TextIO | None = None, prog: str = "anonymize") -> None:
+    """Parse ``argv``, anonymize, write the files. Raises :class:`CliError` on any problem."""
+    from .api import anonymize
+
+    args = build_parser(prog).parse_args(list(argv))
+    try:
+        df, sep = read_table(args.input, _delimiter_arg(args.delimiter))
+        config = build_config(args, df)
+        result = anonymize(df, config)
+    except EngineError as exc:
+        raise CliError(str(exc)) from None
+    write_outputs(result, args.out, args.report, sep)
+    if stdout is not None:
+        stdout.write(
+            f"{result.rows_out} of {result.rows_in} rows released in {len(result.classes)} "
+            f"classes (k={result.achieved_k}, {result.algorithm}, {result.seconds:.2f} s) "
+            f"-> {args.out}\n"
+        )
+
+
+def run(argv: Sequence[str], stdout: TextIO | None = None, stderr: TextIO | None = None,
+        prog: str = "anonymize") -> int:
+    """Run the command line ``argv`` (without the program name); returns the exit status.
+
+    0 on success; 2 (after one line on stderr) for bad arguments, unreadable or invalid input,
+    or a model that cannot be satisfied. ``--help`` prints the help and returns 0.
+    """
+    stdout = sys.stdout if stdout is None else stdout
+    stderr = sys.stderr if stderr is None else stderr
+    try:
+        with contextlib.redirect_stdout(stdout):
+            execute(argv, stdout=stdout, prog=prog)
+    except CliError as exc:
+        message = " ".join(str(exc).split())  # one line, whatever the message holds
+        stderr.write(f"{prog}: error: {message}\n")
+        return EXIT_ERROR
+    except SystemExit as exc:  # --help
+        return int(exc.code or 0)
+    return EXIT_OK
+
+
+def main() -> None:  # pragma: no cover - `python -m releases.engine.cli`
+    sys.exit(run(sys.argv[1:]))
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

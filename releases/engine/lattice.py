@@ -1,0 +1,609 @@
+"""Optimal global full-domain generalization: a search over the lattice of per-attribute levels.
+
+A transformation (lattice node) assigns every quasi-identifier a hierarchy level. It is *valid*
+when the rows in equivalence classes failing the privacy model number at most
+``floor(suppression_limit * n)`` (those rows are suppressed), as in ARX. Among the valid
+transformations we return the one with the lowest ARX Loss (see ``metrics.py``); ties go to the
+lowest sum of levels, then the lexicographically smallest levels.
+
+How the search stays fast:
+
+* The data are encoded once into a frequency table of distinct quasi-identifier combinations
+  (integer codes, with per-combination counts of every sensitive value). A node's classes are
+  obtained by *rolling up* the table of an already evaluated finer node (one level lower on one
+  attribute): map one code column one level up and regroup, never touching the rows.
+* Lower bound pruning (ARX's ``ILMultiDimensionalWithBound``): a node's Loss is at least the Loss
+  it would have without suppression, which needs no grouping (it only depends on per-value
+  frequencies). Nodes are visited in ascending order of that bound; once the bound exceeds the
+  best Loss found, no remaining node can win and the search stops. The result is exact.
+* Predictive tagging (ARX's Flash / optimal algorithm): for monotone models an invalid node
+  makes all its specializations invalid, so they are tagged and never evaluated.
+
+Lattices of more than :data:`MAX_NODES` nodes, or a search exceeding ``time_limit``, fall back
+to a greedy bottom-up climb; its result is flagged ``heuristic=True``.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+import pandas as pd
+
+from . import metrics
+from .hierarchy import Hierarchy
+from .privacy import SensitiveCounts, TContext, class_fails, is_monotone
+from .types import EngineError, PrivacyModel, ProgressCallback
+
+__all__ = ["EncodedData", "Table", "SearchResult", "search", "MAX_NODES"]
+
+#: Lattices larger than this are searched greedily (result flagged heuristic).
+MAX_NODES = 200_000
+#: Memory budget of cached frequency tables of evaluated nodes.
+CACHE_BYTES = 256 * 1024 * 1024
+_TIE = 1e-12
+
+
+@dataclass
+class Attribute:
+    """One quasi-identifier, encoded: ``gen[level][v]`` is the code at ``level`` of the data's
+    ``v``-th distinct value, ``labels[level][code]`` its text, ``shares[level][code]`` its
+    domain share."""
+
+    name: str
+    hierarchy: Hierarchy
+    gen: list[np.ndarray]
+    labels: list[list[str]]
+    shares: list[np.ndarray]
+    frequency: np.ndarray  # rows per level-0 code
+    _steps: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
+
+    @property
+    def height(self) -> int:
+        return len(self.gen)
+
+    @property
+    def domain_size(self) -> int:
+        return len(self.hierarchy.rows)
+
+    def share_total(self, level: int) -> float:
+        """Sum of domain shares over all rows at ``level``: ``sum_v freq(v) * share(gen(v))``."""
+        totals = self.__dict__.setdefault("_share_totals", {})
+        if level not in totals:
+            totals[level] = float(self.frequency @ self.shares[level][self.gen[level]])
+        return totals[level]
+
+    def cardinality(self, level: int) -> int:
+        return len(self.labels[level])
+
+    def step(self, src: int, dst: int) -> np.ndarray:
+        """Lookup array: code at level ``src`` -> code at level ``dst`` (src <= dst)."""
+        key = (src, dst)
+        arr = self._steps.get(key)
+        if arr is None:
+            arr = np.zeros(self.cardinality(src), dtype=np.int32)
+            arr[self.gen[src]] = self.gen[dst]  # consistent: hierarchies are functional
+            self._steps[key] = arr
+        return arr
+
+
+@dataclass
+class Table:
+    """Frequency table of one transformation: one row per equivalence class."""
+
+    levels: tuple[int, ...]
+    codes: np.ndarray  # (classes, quasi-identifiers) int32 codes at ``levels``
+    counts: np.ndarray  # rows per class, int64
+    sensitive: dict[str, SensitiveCounts]
+
+    @property
+    def nbytes(self) -> int:
+        return (
+            self.codes.nbytes + self.counts.nbytes + sum(s.nbytes for s in self.sensitive.values())
+        )
+
+
+def _group(
+    cols: list[np.ndarray], cards: list[int]
+) -> tuple[np.ndarray, int, np.ndarray | None]:
+    """Number the distinct combinations of code columns.
+
+    Returns ``(inverse, n_groups, codes)``: ``codes`` is the (groups x columns) code matrix when
+    it could be decoded from the keys (else None). Columns are combined into one int64 key
+    (mixed radix); when the key space is small a dense bincount replaces sorting; when it would
+    overflow, the partial key is compacted first.
+    """
+    m = len(cols[0]) if cols else 0
+    if m == 0:
+        return np.zeros(0, dtype=np.int64), 0, np.zeros((0, len(cols)), dtype=np.int32)
+    key = np.zeros(m, dtype=np.int64)
+    space = 1
+    compacted = False
+    for col, card in zip(cols, cards, strict=True):
+        card = max(int(card), 1)
+        if space * card >= (1 << 62):
+            uniq, key = np.unique(key, return_inverse=True)
+            space = len(uniq)
+            compacted = True
+        key = key * card + col
+        space *= card
+    if space <= max(4 * m, 1 << 16):
+        present = np.bincount(key, minlength=space) > 0
+        position = np.cumsum(present) - 1
+        inverse, uniq = position[key], np.flatnonzero(present)
+    else:
+        uniq, inverse = np.unique(key, return_inverse=True)
+        inverse = inverse.reshape(-1)
+    if compacted:
+        return inverse, len(uniq), None
+    codes = np.empty((len(uniq), len(cols)), dtype=np.int32)
+    rest = uniq
+    for i in range(len(cols) - 1, -1, -1):
+        card = max(int(cards[i]), 1)
+        codes[:, i] = rest % card
+        rest = rest // card
+    return inverse, len(uniq), codes
+
+
+@dataclass
+class EncodedData:
+    """The input, encoded once for the search: attributes, the level-0 frequency table and the
+    row -> level-0 class mapping (to build the extract at the end)."""
+
+    attributes: list[Attribute]
+    n: int
+    base: Table
+    row_class: np.ndarray
+    contexts: dict[str, TContext]
+    sensitive_codes: dict[str, np.ndarray]
+    sensitive_labels: dict[str, list[str]]
+
+    @classmethod
+    def build(
+        cls,
+        data: pd.DataFrame,
+        hierarchies: dict[str, Hierarchy],
+        sensitive: Sequence[str] = (),
+        model: PrivacyModel | None = None,
+        sensitive_hierarchies: dict[str, Hierarchy] | None = None,
+    ) -> EncodedData:
+        n = len(data)
+        attributes: list[Attribute] = []
+        row_codes: list[np.ndarray] = []
+        for name, hierarchy in hierarchies.items():
+            codes, uniques = pd.factorize(data[name], sort=False)
+            values = [str(u) for u in uniques]
+            named = hierarchy if hierarchy.attribute else hierarchy.with_attribute(name)
+            named.validate_against(values)
+            gen, labels = hierarchy.encode(values)
+            shares = []
+            for level in range(hierarchy.height):
+                by_label = hierarchy.domain_shares(level)
+                shares.append(np.array([by_label[lab] for lab in labels[level]]))
+            frequency = np.bincount(codes, minlength=len(values)).astype(np.int64)
+            attributes.append(
+                Attribute(name, hierarchy, [g.astype(np.int32) for g in gen], labels, shares,
+                          frequency)
+            )
+            row_codes.append(codes.astype(np.int64))
+        cards = [a.cardinality(0) for a in attributes]
+        row_class, m, base_codes = _group(row_codes, cards)
+        counts = np.bincount(row_class, minlength=m).astype(np.int64)
+        if base_codes is None:
+            base_codes = np.empty((m, len(attributes)), dtype=np.int32)
+            for i, codes in enumerate(row_codes):
+                base_codes[row_class, i] = codes
+        sens_counts: dict[str, SensitiveCounts] = {}
+        contexts: dict[str, TContext] = {}
+        sens_codes: dict[str, np.ndarray] = {}
+        sens_labels: dict[str, list[str]] = {}
+        for name in sensitive:
+            codes, uniques = pd.factorize(data[name], sort=False)
+            codes = codes.astype(np.int64)
+            if name in (sensitive_hierarchies or {}):
+                h = sensitive_hierarchies[name]
+                (h if h.attribute else h.with_attribute(name)).validate_against(
+                    [str(u) for u in uniques]
+                )
+            labels_s = [str(u) for u in uniques]
+            sens_codes[name] = codes
+            sens_labels[name] = labels_s
+            sens_counts[name] = SensitiveCounts.from_codes(
+                row_class, codes, n_groups=m, n_values=len(labels_s)
+            )
+            if model is not None and model.t is not None:
+                contexts[name] = TContext.build(
+                    codes, model.t_distance, labels_s,
+                    (sensitive_hierarchies or {}).get(name), n_values=len(labels_s),
+                )
+        base = Table(tuple([0] * len(attributes)), base_codes, counts, sens_counts)
+        return cls(attributes, n, base, row_class.astype(np.int64), contexts, sens_codes,
+                   sens_labels)
+
+    # ------------------------------------------------------------------------------ roll-up
+    def rollup(
+        self, table: Table, levels: Sequence[int], with_sensitive: bool = True
+    ) -> tuple[Table, np.ndarray]:
+        """The table of ``levels`` from a finer ``table``; also the old class -> new class map.
+        ``with_sensitive=False`` skips the sensitive counts (for k-only checks)."""
+        cols = []
+        cards = []
+        for i, (a, src, dst) in enumerate(zip(self.attributes, table.levels, levels, strict=True)):
+            col = table.codes[:, i]
+            if dst != src:
+                if dst < src:
+                    raise ValueError("can only roll up to a coarser transformation")
+                col = a.step(src, dst)[col]
+            cols.append(col)
+            cards.append(a.cardinality(dst))
+        codes = None
+        if not cols:  # no quasi-identifier: one class
+            inverse = np.zeros(len(table.counts), dtype=np.int64)
+            g = 1 if len(table.counts) else 0
+            codes = np.zeros((g, 0), dtype=np.int32)
+        else:
+            inverse, g, codes = _group(cols, cards)
+        if codes is None:
+            codes = np.empty((g, len(cols)), dtype=np.int32)
+            for i, col in enumerate(cols):
+                codes[inverse, i] = col
+        counts = np.bincount(inverse, weights=table.counts, minlength=g).astype(np.int64)
+        sensitive = (
+            {k: s.regroup(inverse, g) for k, s in table.sensitive.items()} if with_sensitive
+            else {}
+        )
+        return Table(tuple(int(v) for v in levels), codes, counts, sensitive), inverse
+
+    def fails(self, table: Table, model: PrivacyModel) -> np.ndarray:
+        return class_fails(table.counts, table.sensitive, model, self.contexts)
+
+    # ------------------------------------------------------------------------------ loss
+    def share_sums(self, table: Table, fails: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Per attribute, the sum of domain shares over kept rows and over suppressed rows.
+
+        The sum over all rows depends only on the level (precomputed), so only the usually few
+        suppressed classes are visited."""
+        failing = np.flatnonzero(fails)
+        sup_w = table.counts[failing].astype(np.float64)
+        kept = np.empty(len(self.attributes))
+        sup = np.empty(len(self.attributes))
+        for i, a in enumerate(self.attributes):
+            level = table.levels[i]
+            sup[i] = sup_w @ a.shares[level][table.codes[failing, i]] if len(failing) else 0.0
+            kept[i] = a.share_total(level) - sup[i]
+        return kept, sup
+
+    def loss_vector(self, table: Table, fails: np.ndarray) -> np.ndarray:
+        kept, sup = self.share_sums(table, fails)
+        suppressed = int(table.counts[fails].sum())
+        return metrics.loss_per_attribute(kept, sup, suppressed, self.n, self.domain_sizes)
+
+    @property
+    def domain_sizes(self) -> np.ndarray:
+        return np.array([a.domain_size for a in self.attributes], dtype=np.float64)
+
+    def bound_matrix(self) -> list[np.ndarray]:
+        """``B[i][level]``: attribute i's Loss at ``level`` without suppression (a lower bound)."""
+        out = []
+        for a in self.attributes:
+            sums = np.array([a.share_total(lv) for lv in range(a.height)], dtype=np.float64)
+            out.append(
+                metrics.loss_per_attribute(
+                    sums, np.zeros_like(sums), 0, self.n, np.full(len(sums), a.domain_size)
+                )
+            )
+        return out
+
+
+@dataclass
+class SearchResult:
+    levels: tuple[int, ...]
+    loss: float
+    suppressed: int
+    transformations_checked: int
+    heuristic: bool
+
+
+class _Searcher:
+    def __init__(
+        self,
+        enc: EncodedData,
+        model: PrivacyModel,
+        lo: Sequence[int],
+        hi: Sequence[int],
+        time_limit: float | None,
+        progress: ProgressCallback | None,
+    ) -> None:
+        self.enc = enc
+        self.model = model
+        self.lo = tuple(lo)
+        self.hi = tuple(hi)
+        self.limit_rows = int(np.floor(model.suppression_limit * enc.n + 1e-9))
+        self.deadline = None if time_limit is None else time.perf_counter() + time_limit
+        self.progress = progress
+        self.cache: OrderedDict[tuple[int, ...], Table] = OrderedDict()
+        self.cache_bytes = 0
+        self.k_cache: OrderedDict[tuple[int, ...], Table] = OrderedDict()
+        self.k_cache_bytes = 0
+        self.checked = 0
+        self.start_table = enc.base
+
+    def _source(self, node: tuple[int, ...]) -> Table:
+        # The smallest cached table of a direct predecessor (one level lower on one attribute).
+        best: Table | None = None
+        for i, v in enumerate(node):
+            if v > self.lo[i]:
+                pred = node[:i] + (v - 1,) + node[i + 1:]
+                t = self.cache.get(pred)
+                if t is not None and (best is None or len(t.counts) < len(best.counts)):
+                    best = t
+        return best if best is not None else self.start_table
+
+    def _remember(self, table: Table) -> None:
+        self.cache[table.levels] = table
+        self.cache_bytes += table.nbytes
+        while self.cache_bytes > CACHE_BYTES and len(self.cache) > 1:
+            _, old = self.cache.popitem(last=False)
+            self.cache_bytes -= old.nbytes
+
+    def evaluate(
+        self, node: tuple[int, ...], hint: tuple[int, ...] | None = None
+    ) -> tuple[bool, int, float]:
+        """Returns (valid, suppressed rows, Loss) of a transformation. ``hint``: an evaluated
+        node below this one whose table may be rolled up."""
+        source = self._source(node)
+        if hint is not None and source is self.start_table and hint in self.cache:
+            source = self.cache[hint]
+        table, _ = self.enc.rollup(source, node)
+        self._remember(table)
+        self.checked += 1
+        fails = self.enc.fails(table, self.model)
+        suppressed = int(table.counts[fails].sum())
+        valid = suppressed <= self.limit_rows
+        loss = metrics.loss(self.enc.loss_vector(table, fails)) if valid else np.inf
+        return valid, suppressed, loss
+
+    def k_valid(self, node: tuple[int, ...], hint: tuple[int, ...] | None = None) -> bool:
+        """Whether ``node`` satisfies k alone within the suppression limit (no sensitive
+        counts: cheaper). Rows failing k fail the whole model, so a node invalid for k is
+        invalid, and k is monotone even with suppression."""
+        source = self.k_cache.get(hint) if hint is not None else None
+        if source is None:
+            for i, v in enumerate(node):
+                if v > self.lo[i]:
+                    pred = node[:i] + (v - 1,) + node[i + 1:]
+                    t = self.k_cache.get(pred) or self.cache.get(pred)
+                    if t is not None and (source is None or len(t.counts) < len(source.counts)):
+                        source = t
+        if source is None:
+            source = self.start_table
+        table, _ = self.enc.rollup(source, node, with_sensitive=False)
+        self.checked += 1
+        self.k_cache[node] = table
+        self.k_cache_bytes += table.nbytes
+        while self.k_cache_bytes > CACHE_BYTES // 2 and len(self.k_cache) > 1:
+            _, old = self.k_cache.popitem(last=False)
+            self.k_cache_bytes -= old.nbytes
+        return int(table.counts[table.counts < self.model.k].sum()) <= self.limit_rows
+
+    def timed_out(self) -> bool:
+        return self.deadline is not None and time.perf_counter() > self.deadline
+
+    def report(self, fraction: float, stage: str) -> None:
+        if self.progress is not None:
+            self.progress(float(min(max(fraction, 0.0), 1.0)), stage)
+
+
+def _better(loss: float, node: tuple[int, ...], best_loss: float, best: tuple[int, ...] | None):
+    if best is None:
+        return True
+    if loss < best_loss - _TIE * max(1.0, abs(best_loss)):
+        return True
+    if loss > best_loss + _TIE * max(1.0, abs(best_loss)):
+        return False
+    return (sum(node), node) < (sum(best), best)
+
+
+def search(
+    enc: EncodedData,
+    model: PrivacyModel,
+    min_levels: Sequence[int],
+    max_levels: Sequence[int],
+    time_limit: float | None = None,
+    progress: ProgressCallback | None = None,
+) -> SearchResult:
+    """Find the valid transformation with the lowest Loss between ``min_levels`` and
+    ``max_levels`` (inclusive, per quasi-identifier). Raises :class:`EngineError` when none is
+    valid."""
+    s = _Searcher(enc, model, min_levels, max_levels, time_limit, progress)
+    lo = np.array(min_levels, dtype=np.int64)
+    hi = np.array(max_levels, dtype=np.int64)
+    d = len(lo)
+    n_nodes = int(np.prod(hi - lo + 1)) if d else 1
+    if d and lo.any():
+        # Every node is at least min_levels: start rolling up from there.
+        s.start_table, _ = enc.rollup(enc.base, tuple(int(v) for v in lo))
+    if n_nodes > MAX_NODES:
+        return _greedy(s, reason="lattice")
+
+    grids = np.meshgrid(*[np.arange(a, b + 1) for a, b in zip(lo, hi, strict=True)],
+                        indexing="ij")
+    nodes = np.stack([g.reshape(-1) for g in grids], axis=1) if d else np.zeros((1, 0), np.int64)
+    bounds_by_attr = enc.bound_matrix()
+    per_attr = np.stack([bounds_by_attr[i][nodes[:, i]] for i in range(d)], axis=1) if d else \
+        np.zeros((1, 0))
+    bound = metrics.geometric_mean(per_attr, axis=1) if d else np.zeros(1)
+    keys = [nodes[:, i] for i in range(d - 1, -1, -1)] + [nodes.sum(axis=1), bound]
+    order = np.lexsort(keys)
+
+    monotone = is_monotone(model)
+    dims = tuple(int(v) for v in hi - lo + 1)
+    # 0 unknown, -1 invalid (evaluated or tagged), 1 valid by tagging, 2 evaluated and valid.
+    state = np.zeros(n_nodes, dtype=np.int8)
+    grid = state.reshape(dims)
+    log_bounds = [np.log1p(b) for b in bounds_by_attr]
+    best: tuple[int, ...] | None = None
+    best_loss = np.inf
+    best_suppressed = 0
+
+    def index_of(node: tuple[int, ...]) -> int:
+        return int(np.ravel_multi_index(tuple(v - a for v, a in zip(node, lo, strict=True)), dims))
+
+    def check(node: tuple[int, ...], hint: tuple[int, ...] | None = None) -> bool:
+        """Evaluate ``node`` unless its validity is known; tag what monotonicity implies."""
+        nonlocal best, best_loss, best_suppressed
+        i = index_of(node)
+        if state[i] == -1:
+            return False
+        if state[i] == 2:
+            return True
+        valid, suppressed, loss = s.evaluate(node, hint)
+        if valid:
+            state[i] = 2
+            if _better(loss, node, best_loss, best):
+                best, best_loss, best_suppressed = node, loss, suppressed
+            if monotone:  # every generalization is valid too
+                up = grid[tuple(slice(v - a, None) for v, a in zip(node, lo, strict=True))]
+                up[up == 0] = 1
+        else:
+            state[i] = -1
+            if monotone:  # every specialization is invalid too
+                grid[tuple(slice(0, v - a + 1) for v, a in zip(node, lo, strict=True))] = -1
+        return valid
+
+    # For models that are not monotone, k alone still is: k-invalid nodes (and their
+    # specializations) are invalid for the whole model.
+    k_state = np.zeros(n_nodes, dtype=np.int8) if (not monotone and model.k > 1) else None
+    k_grid = k_state.reshape(dims) if k_state is not None else None
+
+    def check_k(node: tuple[int, ...], hint: tuple[int, ...] | None = None) -> bool:
+        i = index_of(node)
+        if k_state[i] != 0:
+            return bool(k_state[i] == 1)
+        if s.k_valid(node, hint):
+            up = k_grid[tuple(slice(v - a, None) for v, a in zip(node, lo, strict=True))]
+            up[...] = 1
+            return True
+        k_grid[tuple(slice(0, v - a + 1) for v, a in zip(node, lo, strict=True))] = -1
+        grid[tuple(slice(0, v - a + 1) for v, a in zip(node, lo, strict=True))] = -1
+        return False
+
+    def climb(node: tuple[int, ...]) -> list[tuple[int, ...]]:
+        """A path from ``node`` to the top, each step raising the attribute whose level costs
+        the least Loss bound (so the path's nodes tag wide parts of the lattice)."""
+        path = [node]
+        current = list(node)
+        while True:
+            options = [
+                (log_bounds[i][current[i] + 1] - log_bounds[i][current[i]], i)
+                for i in range(d) if current[i] < hi[i]
+            ]
+            if not options:
+                return path
+            _, i = min(options)
+            current[i] += 1
+            path.append(tuple(current))
+
+    s.report(0.0, "searching the generalization lattice")
+    for count, idx in enumerate(order):
+        if best is not None and bound[idx] > best_loss + _TIE * max(1.0, best_loss):
+            break  # every remaining node has a larger lower bound: none can win
+        if state[idx] == -1 or state[idx] == 2:
+            continue
+        if s.timed_out():
+            if best is None:
+                return _greedy(s, reason="time")
+            return SearchResult(best, best_loss, best_suppressed, s.checked, True)
+        node = tuple(int(v) for v in nodes[idx])
+        if state[idx] == 0 and (monotone or k_state is not None):
+            # Binary search for the lowest valid node on a path up from here (as ARX's Flash
+            # does): the invalid nodes found tag their whole down-sets.
+            test = check if monotone else check_k
+            path = climb(node)
+            low, high = 0, len(path) - 1
+            while low < high:
+                mid = (low + high) // 2
+                if test(path[mid], path[low - 1] if low > 0 else None):
+                    high = mid
+                else:
+                    low = mid + 1
+            test(path[low], path[low - 1] if low > 0 else None)
+            if state[idx] == -1 or state[idx] == 2:
+                continue
+        check_hint = None
+        state[idx] = 0 if state[idx] == 1 else state[idx]
+        check(node, check_hint)
+        if s.checked % 64 == 0:
+            s.report(count / n_nodes, "searching the generalization lattice")
+    if best is None:
+        raise EngineError(_no_solution_message(model))
+    s.report(1.0, "search finished")
+    return SearchResult(best, best_loss, best_suppressed, s.checked, False)
+
+
+def _greedy(s: _Searcher, reason: str) -> SearchResult:
+    """Bottom-up hill climb: from the lowest node, repeatedly move to the direct generalization
+    with the fewest suppressed rows (then lowest Loss) until the node is valid."""
+    node = s.lo
+    steps = sum(h - lo for h, lo in zip(s.hi, s.lo, strict=True))
+    valid, suppressed, loss = s.evaluate(node)
+    taken = 0
+    while not valid:
+        candidates = []
+        for i in range(len(node)):
+            if node[i] < s.hi[i]:
+                nxt = node[:i] + (node[i] + 1,) + node[i + 1:]
+                v, sup, lo_ = s.evaluate(nxt)
+                candidates.append(((not v), sup, lo_, sum(nxt), nxt))
+        if not candidates:
+            raise EngineError(_no_solution_message(s.model))
+        candidates.sort()
+        invalid_flag, suppressed, loss, _, node = candidates[0]
+        valid = not invalid_flag
+        taken += 1
+        s.report(taken / max(steps, 1), "searching greedily (lattice too large)"
+                 if reason == "lattice" else "searching greedily (time limit reached)")
+    if not np.isfinite(loss):
+        loss = metrics.loss(s.enc.loss_vector(*_table_and_fails(s, node)))
+    return SearchResult(node, float(loss), suppressed, s.checked, True)
+
+
+def _table_and_fails(s: _Searcher, node: tuple[int, ...]):
+    table, _ = s.enc.rollup(s.enc.base, node)
+    return table, s.enc.fails(table, s.model)
+
+
+def _no_solution_message(model: PrivacyModel) -> str:
+    parts = []
+    if model.k > 1:
+        parts.append(f"k={model.k}")
+    if model.l is not None:
+        variant = {"distinct": "distinct", "entropy": "entropy", "recursive": "recursive"}[
+            model.l_variant
+        ]
+        parts.append(
+            f"recursive ({model.c},{model.l:g})-diversity" if variant == "recursive"
+            else f"{variant} {model.l:g}-diversity"
+        )
+    if model.t is not None:
+        parts.append(f"{model.t:g}-closeness ({model.t_distance} distance)")
+    what = " and ".join(parts) or "the privacy model"
+    share = f"{model.suppression_limit * 100:g}%"
+    return (
+        f"No generalization satisfies {what} with at most {share} of rows suppressed, "
+        "not even generalizing every quasi-identifier fully; raise the suppression limit or "
+        "relax the model."
+    )
+
+
+def lattice_size(heights: Sequence[int]) -> int:
+    return int(np.prod(list(heights))) if heights else 1
+
+
+def all_nodes(lo: Sequence[int], hi: Sequence[int]) -> list[tuple[int, ...]]:
+    """Every transformation between ``lo`` and ``hi`` (for tests and small lattices)."""
+    return list(itertools.product(*[range(a, b + 1) for a, b in zip(lo, hi, strict=True)]))

@@ -1,0 +1,187 @@
+"""Information-loss metrics of a global full-domain generalization.
+
+Notation: ``n`` input rows; for quasi-identifier ``i`` with a hierarchy of ``D_i`` leaves, the
+domain share of a generalized value ``g`` at level ``L`` is
+``share_i(g) = |leaves of the hierarchy under g| / D_i`` (ARX's ``DomainShareMaterialized``:
+leaves of the hierarchy, not of the data; an ungeneralized value has share ``1/D_i``, ``*``
+has share 1). A suppressed row is treated as fully generalized (share 1 on every attribute).
+
+All functions are pure numpy on per-class or per-attribute aggregates, so the lattice search
+can score thousands of transformations cheaply.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+__all__ = [
+    "loss_per_attribute",
+    "loss",
+    "granularity",
+    "geometric_mean",
+    "arithmetic_mean",
+    "precision",
+    "discernibility",
+    "average_class_size",
+    "non_uniform_entropy",
+    "non_uniform_entropy_from_counts",
+]
+
+#: ARX's default gs-factor: generalization and suppression weigh the same (gFactor = sFactor = 1).
+GS_FACTOR = 0.5
+
+
+def _factors(gs_factor: float) -> tuple[float, float]:
+    """ARX ``MetricMDNMLoss``: sFactor = 2*gs if gs < 0.5 else 1; gFactor = 1 if gs <= 0.5 else
+    1 - 2*(gs - 0.5)."""
+    s_factor = 2.0 * gs_factor if gs_factor < 0.5 else 1.0
+    g_factor = 1.0 if gs_factor <= 0.5 else 1.0 - 2.0 * (gs_factor - 0.5)
+    return g_factor, s_factor
+
+
+def loss_per_attribute(
+    kept_share_sum: np.ndarray,
+    suppressed_share_sum: np.ndarray,
+    suppressed: int,
+    n: int,
+    domain_sizes: Sequence[int] | np.ndarray,
+    gs_factor: float = GS_FACTOR,
+) -> np.ndarray:
+    """ARX's normalised Loss of each quasi-identifier (``MetricMDNMLoss``).
+
+    With ``A_i = gF * sum_{kept rows} share_i + sum_{suppressed rows} (share_i + sF*(1 - share_i))``
+    (with the default gs-factor 0.5, gF = sF = 1 and a suppressed row counts 1),
+    ``min_i = gF * n / D_i`` (every row ungeneralized) and ``max_i = n`` (every row ``*``):
+
+        loss_i = max(0, (A_i - min_i) / (max_i - min_i))
+
+    ``kept_share_sum[i]`` / ``suppressed_share_sum[i]`` are the sums of ``share_i`` over the kept
+    / suppressed rows.
+    """
+    g_factor, s_factor = _factors(gs_factor)
+    kept = np.asarray(kept_share_sum, dtype=np.float64)
+    sup = np.asarray(suppressed_share_sum, dtype=np.float64)
+    if s_factor == 1.0:
+        agg = g_factor * kept + float(suppressed)
+    else:
+        agg = g_factor * kept + sup + s_factor * (float(suppressed) - sup)
+    domain = np.asarray(domain_sizes, dtype=np.float64)
+    low = g_factor * n / domain
+    span = n - low
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(span > 0, (agg - low) / np.where(span > 0, span, 1.0), 0.0)
+    return np.maximum(out, 0.0)
+
+
+def geometric_mean(values: np.ndarray, axis: int = -1) -> np.ndarray | float:
+    """ARX's GEOMETRIC_MEAN aggregate: ``prod_i (v_i + 1)^(1/d) - 1`` (1 is added so that a
+    zero does not zero the product, and subtracted from the result)."""
+    v = np.asarray(values, dtype=np.float64)
+    d = v.shape[axis]
+    return np.exp(np.log1p(v).sum(axis=axis) / d) - 1.0
+
+
+def arithmetic_mean(values: np.ndarray, axis: int = -1) -> np.ndarray | float:
+    """``sum_i v_i / d``."""
+    return np.asarray(values, dtype=np.float64).mean(axis=axis)
+
+
+def loss(per_attribute: np.ndarray) -> float:
+    """ARX's default "Loss" score: the geometric mean (ARX variant) of :func:`loss_per_attribute`.
+
+    ``Loss = prod_i (loss_i + 1)^(1/d) - 1`` (attribute weights all 1)."""
+    if len(per_attribute) == 0:
+        return 0.0
+    return float(geometric_mean(per_attribute))
+
+
+def granularity(per_attribute: np.ndarray) -> float:
+    """Granularity: the arithmetic mean of :func:`loss_per_attribute`, ``sum_i loss_i / d``."""
+    if len(per_attribute) == 0:
+        return 0.0
+    return float(np.mean(per_attribute))
+
+
+def precision(
+    levels: Sequence[int], heights: Sequence[int], suppressed: int, n: int
+) -> float:
+    """Sweeney's precision loss, with suppressed rows fully generalized (as ARX does):
+
+        Prec = 1/d * sum_i ( (n - s) * L_i / (h_i - 1) + s ) / n
+
+    for levels ``L_i``, heights ``h_i`` (a one-level hierarchy counts 0) and ``s`` suppressed rows.
+    """
+    if n == 0 or len(levels) == 0:
+        return 0.0
+    total = 0.0
+    for level, height in zip(levels, heights, strict=True):
+        frac = level / (height - 1) if height > 1 else 0.0
+        total += ((n - suppressed) * frac + suppressed) / n
+    return total / len(levels)
+
+
+def discernibility(class_sizes: np.ndarray, suppressed: int, n: int) -> int:
+    """Discernibility: ``sum_E |E|^2 + s * n`` (every suppressed row is indistinguishable from
+    all n rows)."""
+    sizes = np.asarray(class_sizes, dtype=np.int64)
+    return int(np.sum(sizes * sizes)) + int(suppressed) * int(n)
+
+
+def average_class_size(rows_out: int, n_classes: int) -> float:
+    """Average equivalence class size of the extract: ``rows_out / classes`` (0 when empty)."""
+    return float(rows_out) / n_classes if n_classes else 0.0
+
+
+def non_uniform_entropy(original: np.ndarray, released: np.ndarray) -> float:
+    """Non-uniform entropy of one attribute: ``sum_rows -log2 P(original | released)``,
+
+    ``P(v | g) = #{rows with original v released as g} / #{rows released as g}`` over all input
+    rows (a suppressed row is released as ``*``). ``original`` and ``released`` are integer codes
+    per row (or per distinct pair, see :func:`non_uniform_entropy_weighted`).
+    """
+    return non_uniform_entropy_weighted(original, released, None)
+
+
+def non_uniform_entropy_weighted(
+    original: np.ndarray, released: np.ndarray, weights: np.ndarray | None
+) -> float:
+    """:func:`non_uniform_entropy` where each (original, released) entry has a row count."""
+    original = np.asarray(original, dtype=np.int64)
+    released = np.asarray(released, dtype=np.int64)
+    if original.size == 0:
+        return 0.0
+    w = np.ones(len(original)) if weights is None else np.asarray(weights, dtype=np.float64)
+    n_orig = int(original.max()) + 1
+    key = released * n_orig + original
+    uniq, inv = np.unique(key, return_inverse=True)
+    pair = np.bincount(inv, weights=w)
+    rel = uniq // n_orig
+    rel_u, rel_inv = np.unique(rel, return_inverse=True)
+    per_rel = np.bincount(rel_inv, weights=pair)
+    return float(-(pair * np.log2(pair / per_rel[rel_inv])).sum())
+
+
+def non_uniform_entropy_from_counts(
+    kept: np.ndarray, generalized: np.ndarray, suppressed: np.ndarray
+) -> float:
+    """:func:`non_uniform_entropy` of one attribute from per-original-value counts.
+
+    ``kept[v]`` rows with original value v are released as code ``generalized[v]``;
+    ``suppressed[v]`` are released as ``*`` (a group of its own). Then
+    ``H = sum_v kept_v * -log2(kept_v / K_g(v)) + sum_v sup_v * -log2(sup_v / S)``
+    with ``K_g`` the kept rows released as g and ``S`` all suppressed rows.
+    """
+    kept = np.asarray(kept, dtype=np.float64)
+    sup = np.asarray(suppressed, dtype=np.float64)
+    gen = np.asarray(generalized, dtype=np.int64)
+    per_group = np.bincount(gen, weights=kept)
+    total = 0.0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        k = kept > 0
+        total += float(-(kept[k] * np.log2(kept[k] / per_group[gen[k]])).sum())
+        s = sup > 0
+        if s.any():
+            total += float(-(sup[s] * np.log2(sup[s] / sup.sum())).sum())
+    return total

@@ -1,0 +1,10 @@
+"""Business operations of the release workflow.
+
+Plain functions with explicit arguments; each checks the acting user's permission itself,
+raising ``PermissionDenied`` (403) for a forbidden action and ``Http404`` for an object outside
+the user's reach. ``InvalidInput`` carries a message meant for the person who gave the input.
+"""
+
+
+class InvalidInput(Exception):
+    """Input that cannot be accepted; the message says why, for the user."""

@@ -1,0 +1,10 @@
+"""Celery tasks: thin wrappers around the services."""
+
+from celery import shared_task
+
+from .services import release
+
+
+@shared_task(name="releases.run_release")
+def run_release_task(request_id: int) -> None:
+    release.run_release(request_id)

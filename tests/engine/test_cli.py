@@ -1,0 +1,233 @@
+"""The anonymize command line: files in, files out, one-line errors with status 2."""
+
+from __future__ import annotations
+
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+from pycanon import anonymity
+
+from releases.engine.cli import detect_delimiter, run
+from releases.engine.export import neutralise_formulas
+
+ROOT = Path(__file__).resolve().parents[2]
+ADULT = ROOT / "tests" / "data" / "adult"
+
+
+def people(n: int = 600, seed: int = 3) -> pd.DataFrame:
+    rng = np.random.default_rng(seed)
+    return pd.DataFrame(
+        {
+            "name": [f"Person {i}" for i in range(n)],
+            "age": rng.integers(20, 70, n).astype(str),
+            "city": rng.choice(["Lyon", "Paris", "Nice", "Metz", "Brest"], n),
+            "sex": rng.choice(["F", "M"], n),
+            "diagnosis": rng.choice(["flu", "cold", "asthma", "ulcer"], n),
+            "note": rng.choice(["=1+1", "-5", "@x", "ok"], n),
+        }
+    )
+
+
+def write_csv(df: pd.DataFrame, path: Path, sep: str = ",", encoding: str = "utf-8") -> Path:
+    df.to_csv(path, sep=sep, index=False, encoding=encoding)
+    return path
+
+
+def read_out(path: Path, sep: str = ",") -> pd.DataFrame:
+    return pd.read_csv(path, sep=sep, dtype=str, keep_default_na=False)
+
+
+def call(argv: list[str]) -> tuple[int, str, str]:
+    out, err = io.StringIO(), io.StringIO()
+    status = run([str(a) for a in argv], stdout=out, stderr=err)
+    return status, out.getvalue(), err.getvalue()
+
+
+@pytest.mark.parametrize("algorithm", ["optimal", "mondrian"])
+def test_success_writes_a_k_anonymous_extract_and_a_report(tmp_path, algorithm):
+    src = people()
+    inp = write_csv(src, tmp_path / "in.csv")
+    out, rep = tmp_path / "out.csv", tmp_path / "report.json"
+    status, stdout, stderr = call(
+        [inp, "--out", out, "--report", rep, "--qi", "age", "city", "--qi", "sex",
+         "--identifier", "name", "--sensitive", "diagnosis", "--k", "10", "--l", "2",
+         "--suppression-limit", "0.05", "--algorithm", algorithm]
+    )
+    assert (status, stderr) == (0, "")
+    assert "rows released" in stdout
+    res = read_out(out)
+    assert list(res.columns) == ["age", "city", "sex", "diagnosis", "note"]  # name dropped
+    assert anonymity.k_anonymity(res, ["age", "city", "sex"]) >= 10
+    assert anonymity.l_diversity(res, ["age", "city", "sex"], ["diagnosis"]) >= 2
+    report = json.loads(rep.read_text())
+    assert report["algorithm"] == algorithm
+    assert report["rows_in"] == len(src) and report["rows_out"] == len(res)
+    assert report["achieved"]["k"] == res.groupby(["age", "city", "sex"]).size().min()
+    assert report["rows_out"] >= 0.95 * len(src)
+    # formula-looking cells are neutralised, plain numbers are not
+    assert set(res["note"]) <= {"'=1+1", "-5", "'@x", "ok"}
+    assert "'=1+1" in set(res["note"])
+    # no temporary files left behind
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv", "out.csv", "report.json"]
+
+
+def test_hierarchy_file_semicolons_and_unnamed_columns_unchanged(tmp_path):
+    adult = pd.read_csv(ADULT / "adult.csv", sep=";", dtype=str, keep_default_na=False)
+    small = adult.iloc[:3000]
+    inp = write_csv(small, tmp_path / "adult.csv", sep=";")
+    out = tmp_path / "out.csv"
+    status, _, err = call(
+        [inp, "--out", out, "--qi", f"age={ADULT / 'adult_hierarchy_age.csv'}",
+         f"education={ADULT / 'adult_hierarchy_education.csv'}", "--k", "5",
+         "--suppression-limit", "0.02"]
+    )
+    assert status == 0, err
+    res = read_out(out, sep=";")  # the input's delimiter is kept
+    assert anonymity.k_anonymity(res, ["age", "education"]) >= 5
+    # every released age is one of the age hierarchy's labels (or the value itself)
+    labels = set(pd.read_csv(ADULT / "adult_hierarchy_age.csv", sep=";", header=None,
+                             dtype=str).to_numpy().ravel())
+    assert set(res["age"]) <= labels
+    kept = small[small.index.isin(range(len(small)))]
+    assert len(res) >= 0.98 * len(kept)
+    assert set(res["workclass"]) <= set(small["workclass"])
+
+
+@pytest.mark.parametrize(
+    ("sep", "encoding"), [(";", "utf-8-sig"), ("\t", "latin-1"), (",", "utf-8")]
+)
+def test_delimiter_and_encoding_detected(tmp_path, sep, encoding):
+    df = pd.DataFrame({"ville": ["Besançon", "Orléans"] * 5, "âge": ["30", "40"] * 5})
+    inp = write_csv(df, tmp_path / "in.csv", sep=sep, encoding=encoding)
+    out = tmp_path / "out.csv"
+    status, _, err = call([inp, "--out", out, "--qi", "ville", "âge", "--k", "5"])
+    assert status == 0, err
+    res = pd.read_csv(out, sep=sep, dtype=str, keep_default_na=False, encoding="utf-8")
+    assert list(res.columns) == ["ville", "âge"]  # no BOM glued to the first name
+    assert set(res["ville"]) == {"Besançon", "Orléans"}
+
+
+def test_detect_delimiter():
+    assert detect_delimiter("a;b;c\n1;2;3") == ";"
+    assert detect_delimiter("a\tb\n") == "\t"
+    assert detect_delimiter("a,b;c,d\n") == ","
+    assert detect_delimiter("single\n1\n") == ","
+
+
+def _bad_hierarchy(tmp_path: Path) -> Path:
+    path = tmp_path / "city.csv"
+    path.write_text("Lyon;South;*\nParis;North;*\n")  # Nice, Metz, Brest missing
+    return path
+
+
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        (["--qi", "age", "--k", "5", "--out", "{out}"], "not_there"),  # input is missing
+        (["--qi", "zip", "--k", "5"], "'zip'"),
+        (["--qi", "age", "--k", "five"], "--k"),
+        (["--qi", "age"], "--k"),
+        (["--qi", "city={hier}", "--k", "2"], "Nice"),
+        (["--qi", "city={tmp}/nope.csv", "--k", "2"], "nope.csv"),
+        (["--qi", "age", "--k", "2", "--l", "9", "--sensitive", "diagnosis"], "9-diversity"),
+        (["--qi", "age", "--k", "2", "--l", "9", "--sensitive", "diagnosis",
+          "--algorithm", "mondrian"], "l-diversity"),
+        (["--qi", "age", "--k", "2", "--l-variant", "bogus"], "bogus"),
+        (["--qi", "age", "--k", "0"], "k must be"),
+        (["--qi", "age", "--k", "500"], "500"),
+        (["--qi", "age", "--k", "2", "--l", "2"], "sensitive"),
+        (["--qi", "age", "--k", "2", "--t", "0.1", "--sensitive", "diagnosis",
+          "--t-distance", "hierarchical"], "hierarch"),
+    ],
+)
+def test_errors_exit_2_with_one_line_and_no_output(tmp_path, args, expected):
+    inp = write_csv(people(60), tmp_path / "in.csv")
+    out = tmp_path / "out.csv"
+    fill = {"out": str(out), "hier": str(_bad_hierarchy(tmp_path)), "tmp": str(tmp_path)}
+    args = [a.format(**fill) for a in args]
+    source = str(tmp_path / "not_there.csv") if expected == "not_there" else str(inp)
+    status, stdout, stderr = call([source, "--out", str(out), *args])
+    assert status == 2
+    assert stderr.count("\n") == 1 and stderr.startswith("anonymize: error:")
+    assert expected in stderr
+    assert not out.exists()
+    assert {p.name for p in tmp_path.iterdir()} <= {"in.csv", "city.csv"}
+
+
+def test_missing_output_folder(tmp_path):
+    inp = write_csv(people(60), tmp_path / "in.csv")
+    status, _, err = call([inp, "--out", tmp_path / "no" / "out.csv", "--qi", "age", "--k", "2"])
+    assert status == 2 and "does not exist" in err
+
+
+def test_help_exits_0(capsys):
+    assert run(["--help"]) == 0
+    assert "--qi" in capsys.readouterr().out
+
+
+def test_neutralise_formulas():
+    df = pd.DataFrame({"a": ["=HYPERLINK(1)", "+1+1", "-2", "+3.5", "@SUM", "a=b", "", "\tx"],
+                       "n": range(8)})
+    out = neutralise_formulas(df)
+    assert out["a"].tolist() == ["'=HYPERLINK(1)", "'+1+1", "-2", "+3.5", "'@SUM", "a=b", "",
+                                 "'\tx"]
+    assert out["n"].tolist() == list(range(8))
+    assert df["a"][0] == "=HYPERLINK(1)"  # the input is not modified
+    assert list(neutralise_formulas(pd.DataFrame({"=x": ["1"]})).columns) == ["'=x"]
+
+
+# ----------------------------------------------------------------------- through manage.py
+
+
+def _manage(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), "anonymize", *args],
+        cwd=ROOT, capture_output=True, text=True, timeout=120,
+    )
+
+
+def test_manage_py_error_exits_2_without_output(tmp_path):
+    inp = write_csv(people(60), tmp_path / "in.csv")
+    out = tmp_path / "out.csv"
+    proc = _manage(str(inp), "--out", str(out), "--qi", "nope", "--k", "2")
+    assert proc.returncode == 2
+    assert len(proc.stderr.strip().splitlines()) == 1 and "'nope'" in proc.stderr
+    assert not out.exists()
+    proc = _manage(str(inp), "--out", str(out), "--qi", "age")  # argparse error: no --k
+    assert proc.returncode == 2 and not out.exists()
+
+
+def test_manage_py_success_checked_with_pycanon(tmp_path):
+    out, rep = tmp_path / "out.csv", tmp_path / "r.json"
+    qis = ["age", "education", "marital-status", "native-country", "occupation", "race",
+           "salary-class", "sex"]
+    proc = _manage(
+        str(ADULT / "adult.csv"), "--out", str(out), "--report", str(rep),
+        "--qi", *[f"{q}={ADULT / f'adult_hierarchy_{q}.csv'}" for q in qis],
+        "--k", "5", "--algorithm", "mondrian",
+    )
+    assert proc.returncode == 0, proc.stderr
+    res = read_out(out, sep=";")
+    assert len(res) == 30162
+    assert anonymity.k_anonymity(res, qis) >= 5
+    assert json.loads(rep.read_text())["achieved"]["k"] >= 5
+
+
+def test_call_command_raises_command_error_with_status_2(tmp_path):
+    from django.core.management import call_command
+    from django.core.management.base import CommandError
+
+    inp = write_csv(people(60), tmp_path / "in.csv")
+    out = tmp_path / "out.csv"
+    with pytest.raises(CommandError) as info:
+        call_command("anonymize", str(inp), "--out", str(out), "--qi", "zip", "--k", "2")
+    assert info.value.returncode == 2 and not out.exists()
+    call_command("anonymize", str(inp), "--out", str(out), "--qi", "age", "--k", "2",
+                 stdout=io.StringIO())
+    assert anonymity.k_anonymity(read_out(out), ["age"]) >= 2

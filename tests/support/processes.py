@@ -1,0 +1,189 @@
+"""Start real redis-server, Celery worker and web server processes for integration tests."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+VENV_BIN = Path(sys.executable).parent
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def wait_until(check, timeout: float, what: str, interval: float = 0.1):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = check()
+        if value:
+            return value
+        time.sleep(interval)
+    raise TimeoutError(f"Timed out after {timeout:.0f}s waiting for {what}.")
+
+
+def _stop(process: subprocess.Popen, timeout: float = 10) -> None:
+    if process.poll() is None:
+        process.terminate()
+        try:
+            process.wait(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+@contextlib.contextmanager
+def redis_server(workdir: Path) -> Iterator[str]:
+    """A throwaway redis-server on a free port; yields its URL."""
+    executable = shutil.which("redis-server")
+    if executable is None:
+        raise RuntimeError("redis-server is not installed (make test installs it).")
+    port = free_port()
+    log = open(  # noqa: SIM115 - open for the life of the process
+        workdir / "redis.log", "wb"
+    )
+    process = subprocess.Popen(
+        [
+            executable,
+            "--port",
+            str(port),
+            "--bind",
+            "127.0.0.1",
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            str(workdir),
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+
+    def answers() -> bool:
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.5) as sock:
+                sock.sendall(b"PING\r\n")
+                return sock.recv(16).startswith(b"+PONG")
+        except OSError:
+            return False
+
+    try:
+        wait_until(answers, 15, "redis-server")
+        yield f"redis://127.0.0.1:{port}/0"
+    finally:
+        _stop(process)
+        log.close()
+
+
+def app_environment(database_url: str, redis_url: str, media_root: Path, var_dir: Path) -> dict:
+    env = dict(os.environ)
+    env.update(
+        DJANGO_SETTINGS_MODULE="anonymizer_site.settings",
+        DATABASE_URL=database_url,
+        REDIS_URL=redis_url,
+        MEDIA_ROOT=str(media_root),
+        VAR_DIR=str(var_dir),
+        DEBUG="1",
+        CELERY_TASK_ALWAYS_EAGER="0",
+        PYTHONUNBUFFERED="1",
+    )
+    return env
+
+
+@contextlib.contextmanager
+def celery_worker(env: dict, workdir: Path) -> Iterator[subprocess.Popen]:
+    """A real Celery worker process; yields once it is ready to take tasks."""
+    log_path = workdir / "worker.log"
+    log = open(  # noqa: SIM115 - open for the life of the process
+        log_path, "wb"
+    )
+    process = subprocess.Popen(
+        [
+            str(VENV_BIN / "celery"),
+            "-A",
+            "anonymizer_site",
+            "worker",
+            "--loglevel=INFO",
+            "--concurrency=1",
+            "--pool=solo",
+            "--without-gossip",
+            "--without-mingle",
+            "--without-heartbeat",
+        ],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        wait_until(
+            lambda: process.poll() is not None or b"ready." in log_path.read_bytes(),
+            60,
+            "the Celery worker",
+        )
+        if process.poll() is not None:
+            raise RuntimeError("The Celery worker exited:\n" + log_path.read_text())
+        yield process
+    finally:
+        _stop(process)
+        log.close()
+
+
+@contextlib.contextmanager
+def web_server(env: dict, workdir: Path) -> Iterator[str]:
+    """The Django development server in a process of its own; yields its base URL."""
+    port = free_port()
+    log_path = workdir / "web.log"
+    log = open(  # noqa: SIM115 - open for the life of the process
+        log_path, "wb"
+    )
+    process = subprocess.Popen(
+        [sys.executable, "manage.py", "runserver", f"127.0.0.1:{port}", "--noreload"],
+        cwd=REPO,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    url = f"http://127.0.0.1:{port}"
+
+    def answers() -> bool:
+        if process.poll() is not None:
+            raise RuntimeError("The web server exited:\n" + log_path.read_text())
+        try:
+            with urllib.request.urlopen(url + "/accounts/login/", timeout=2) as response:
+                return response.status == 200
+        except OSError:
+            return False
+
+    try:
+        wait_until(answers, 60, "the web server")
+        yield url
+    finally:
+        _stop(process)
+        log.close()
+
+
+def manage(env: dict, *args: str) -> str:
+    completed = subprocess.run(
+        [sys.executable, "manage.py", *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    if completed.returncode != 0:
+        raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{completed.stderr}")
+    return completed.stdout

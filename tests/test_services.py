@@ -1,0 +1,245 @@
+"""The release workflow's services, end to end in one process (the run called directly)."""
+
+from __future__ import annotations
+
+import io
+import random
+
+import pandas as pd
+import pytest
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+
+from releases.models import AuditEvent, Dataset, ReleaseRequest, Role
+from releases.services import InvalidInput, audit, datasets, release, storage
+from tests.conftest import ADULT, ADULT_QUASI_IDENTIFIERS, csv_upload, hierarchy_upload
+
+pytestmark = pytest.mark.django_db
+
+
+def synthetic_csv(rows: int = 300, seed: int = 7) -> str:
+    rng = random.Random(seed)
+    lines = ["name,age,zip,sex,diagnosis"]
+    for i in range(rows):
+        lines.append(
+            f"Person {i},{rng.randint(18, 90)},{rng.choice(['02139', '02141', '02142', '02138'])},"
+            f"{rng.choice(['F', 'M'])},{rng.choice(['flu', 'asthma', 'diabetes', '=cmd|calc'])}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def tag(user, dataset: Dataset, roles: dict[str, str]) -> None:
+    for column in dataset.columns.all():
+        if column.name in roles:
+            datasets.set_column_role(user, dataset, column.pk, roles[column.name])
+
+
+def extract_frame(release_request: ReleaseRequest) -> pd.DataFrame:
+    raw = storage.read_bytes(release_request.extract_path)
+    return pd.read_csv(io.BytesIO(raw), dtype=str, keep_default_na=False)
+
+
+def test_upload_stores_the_file_with_its_hash_and_a_preview(steward):
+    text = synthetic_csv()
+    dataset = datasets.create_dataset(steward, csv_upload(text, "people.csv"))
+    assert dataset.row_count == 300
+    assert dataset.sha256 == storage.sha256_hex(text.encode())
+    assert [c.name for c in dataset.columns.all()] == ["name", "age", "zip", "sex", "diagnosis"]
+    assert dataset.preview[0][0] == "Person 0"
+    assert storage.read_bytes(dataset.file_path) == text.encode()
+    assert AuditEvent.objects.filter(action=AuditEvent.Action.UPLOAD, dataset=dataset).count() == 1
+
+
+def test_a_rejected_upload_leaves_no_dataset_and_no_file(steward, private_media_root):
+    with pytest.raises(InvalidInput, match="only a header"):
+        datasets.create_dataset(steward, csv_upload("a,b\n"))
+    assert Dataset.objects.count() == 0
+    stored = list(private_media_root.rglob("*")) if private_media_root.exists() else []
+    assert [p for p in stored if p.is_file()] == []
+    event = AuditEvent.objects.get(action=AuditEvent.Action.UPLOAD_REJECTED)
+    assert event.actor == steward and "only a header" in event.detail["reason"]
+
+
+def test_only_stewards_upload_and_only_owners_see_datasets(steward, other_steward, officer):
+    with pytest.raises(PermissionDenied):
+        datasets.create_dataset(officer, csv_upload(synthetic_csv()))
+    dataset = datasets.create_dataset(steward, csv_upload(synthetic_csv()))
+    with pytest.raises(Http404):
+        datasets.get_dataset_for(other_steward, dataset.pk)
+    with pytest.raises(Http404):
+        datasets.set_column_role(other_steward, dataset, dataset.columns.first().pk, Role.IDENTIFIER)
+
+
+def test_hierarchy_upload_is_validated_against_the_column(steward):
+    dataset = datasets.create_dataset(steward, csv_upload(synthetic_csv()))
+    zip_column = dataset.columns.get(name="zip")
+    incomplete = csv_upload("02139;0213*;*\n02141;0214*;*\n", "zip.csv")
+    with pytest.raises(InvalidInput, match="0214[28]|0213[8]"):
+        datasets.set_hierarchy_file(steward, dataset, zip_column.pk, incomplete)
+    zip_column.refresh_from_db()
+    assert zip_column.hierarchy_source == "auto"
+
+    complete = csv_upload(
+        "02138;0213*;*\n02139;0213*;*\n02141;0214*;*\n02142;0214*;*\n", "zip.csv"
+    )
+    datasets.set_hierarchy_file(steward, dataset, zip_column.pk, complete)
+    zip_column.refresh_from_db()
+    assert (zip_column.hierarchy_source, zip_column.hierarchy_height) == ("uploaded", 3)
+
+
+def test_request_needs_a_quasi_identifier_and_a_sensible_k(steward):
+    dataset = datasets.create_dataset(steward, csv_upload(synthetic_csv()))
+    with pytest.raises(InvalidInput, match="quasi-identifier"):
+        release.request_release(steward, dataset, k=5, suppression_limit=0.05)
+    tag(steward, dataset, {"age": Role.QUASI_IDENTIFIER})
+    with pytest.raises(InvalidInput, match="larger than"):
+        release.request_release(steward, dataset, k=301, suppression_limit=0.05)
+    assert ReleaseRequest.objects.count() == 0
+
+
+def test_request_enqueues_its_run_only_after_commit(steward, django_capture_on_commit_callbacks):
+    dataset = datasets.create_dataset(steward, csv_upload(synthetic_csv()))
+    tag(steward, dataset, {"age": Role.QUASI_IDENTIFIER})
+    with django_capture_on_commit_callbacks(execute=False) as callbacks:
+        release_request = release.request_release(steward, dataset, k=5, suppression_limit=0.05)
+    assert release_request.state == ReleaseRequest.State.QUEUED
+    assert len(callbacks) == 1
+
+
+@pytest.mark.parametrize(("k", "limit"), [(5, 0.0), (10, 0.05), (25, 0.1)])
+def test_run_writes_a_k_anonymous_extract_within_the_suppression_limit(steward, k, limit):
+    dataset = datasets.create_dataset(steward, csv_upload(synthetic_csv()))
+    tag(
+        steward,
+        dataset,
+        {
+            "name": Role.IDENTIFIER,
+            "age": Role.QUASI_IDENTIFIER,
+            "zip": Role.QUASI_IDENTIFIER,
+            "sex": Role.QUASI_IDENTIFIER,
+            "diagnosis": Role.SENSITIVE,
+        },
+    )
+    release_request = release.request_release(steward, dataset, k=k, suppression_limit=limit)
+    release.run_release(release_request.pk)
+    release_request.refresh_from_db()
+    assert release_request.state == ReleaseRequest.State.READY, release_request.error
+
+    extract = extract_frame(release_request)
+    summary = release_request.summary
+    assert "name" not in extract.columns
+    # Independent count: every combination of quasi-identifiers occurs at least k times.
+    sizes = extract.groupby(["age", "zip", "sex"]).size()
+    assert sizes.min() >= k
+    assert summary["achieved"]["k"] == sizes.min()
+    suppressed = 300 - len(extract)
+    assert summary["suppressed"] == suppressed <= limit * 300
+    assert summary["rows_out"] == len(extract)
+    # The extract's bytes are those whose hash was recorded.
+    assert storage.sha256_hex(storage.read_bytes(release_request.extract_path)) == (
+        release_request.extract_sha256
+    )
+    stored = sorted(release_request.classes.values_list("size", flat=True))
+    assert stored == sorted(sizes.tolist())
+    # Spreadsheet formulas in released cells are neutralised.
+    assert not extract["diagnosis"].str.startswith("=").any()
+
+
+def test_run_reports_an_impossible_model_as_a_readable_failure(steward):
+    dataset = datasets.create_dataset(steward, csv_upload("a,b\n1,x\n2,y\n3,z\n"))
+    tag(steward, dataset, {"a": Role.QUASI_IDENTIFIER})
+    release_request = release.request_release(steward, dataset, k=3, suppression_limit=0.0)
+    # The dataset file vanishing under a queued request is an internal error, reported as such.
+    storage.delete_quietly(dataset.file_path)
+    release.run_release(release_request.pk)
+    release_request.refresh_from_db()
+    assert release_request.state == ReleaseRequest.State.FAILED
+    assert "internal error" in release_request.error
+    assert "Traceback" not in release_request.error
+    assert not release_request.extract_path
+
+
+def test_adult_release_is_5_anonymous_by_pycanon(steward):
+    from pycanon import anonymity
+
+    dataset = datasets.create_dataset(steward, csv_upload((ADULT / "adult.csv").read_bytes()))
+    tag(steward, dataset, {name: Role.QUASI_IDENTIFIER for name in ADULT_QUASI_IDENTIFIERS})
+    for column in dataset.columns.filter(role=Role.QUASI_IDENTIFIER):
+        datasets.set_hierarchy_file(steward, dataset, column.pk, hierarchy_upload(column.name))
+    release_request = release.request_release(steward, dataset, k=5, suppression_limit=0.05)
+    release.run_release(release_request.pk)
+    release_request.refresh_from_db()
+    assert release_request.state == ReleaseRequest.State.READY, release_request.error
+    extract = extract_frame(release_request)
+    assert anonymity.k_anonymity(extract, ADULT_QUASI_IDENTIFIERS) >= 5
+    assert 30162 - len(extract) <= 0.05 * 30162
+    assert release_request.summary["achieved"]["k"] >= 5
+
+
+@pytest.fixture
+def ready_request(steward):
+    dataset = datasets.create_dataset(steward, csv_upload(synthetic_csv()))
+    tag(steward, dataset, {"age": Role.QUASI_IDENTIFIER, "sex": Role.QUASI_IDENTIFIER})
+    release_request = release.request_release(steward, dataset, k=5, suppression_limit=0.05)
+    release.run_release(release_request.pk)
+    release_request.refresh_from_db()
+    assert release_request.state == ReleaseRequest.State.READY
+    return release_request
+
+
+def test_nobody_decides_on_their_own_request(steward_officer):
+    dataset = datasets.create_dataset(steward_officer, csv_upload(synthetic_csv()))
+    tag(steward_officer, dataset, {"age": Role.QUASI_IDENTIFIER})
+    release_request = release.request_release(steward_officer, dataset, k=5, suppression_limit=0.05)
+    release.run_release(release_request.pk)
+    with pytest.raises(PermissionDenied, match="themselves"):
+        release.decide(steward_officer, release_request.pk, approve=True)
+    release_request.refresh_from_db()
+    assert release_request.state == ReleaseRequest.State.READY
+
+
+def test_reject_needs_a_reason_and_a_decision_is_final(ready_request, officer):
+    with pytest.raises(InvalidInput, match="reason"):
+        release.decide(officer, ready_request.pk, approve=False, reason="  ")
+    release.decide(officer, ready_request.pk, approve=False, reason="Age is too fine.")
+    ready_request.refresh_from_db()
+    assert ready_request.state == ReleaseRequest.State.REJECTED
+    assert ready_request.decision_reason == "Age is too fine."
+    with pytest.raises(InvalidInput, match="rejected"):
+        release.decide(officer, ready_request.pk, approve=True)
+
+
+def test_download_only_after_approval_and_logged(ready_request, officer, recipient, steward):
+    with pytest.raises(PermissionDenied):
+        release.download_extract(steward, ready_request.pk)
+    with pytest.raises(Http404):  # recipients do not even see unapproved requests
+        release.download_extract(recipient, ready_request.pk)
+    release.decide(officer, ready_request.pk, approve=True)
+    download = release.download_extract(recipient, ready_request.pk)
+    assert download.content == storage.read_bytes(ready_request.extract_path)
+    assert storage.sha256_hex(download.content) == ready_request.extract_sha256
+    assert release.download_extract(steward, ready_request.pk).content == download.content
+    downloads = AuditEvent.objects.filter(action=AuditEvent.Action.DOWNLOAD, request=ready_request)
+    assert [e.actor for e in downloads] == [recipient, steward]
+
+
+def test_download_refuses_an_extract_whose_bytes_changed(ready_request, officer, recipient, settings):
+    release.decide(officer, ready_request.pk, approve=True)
+    path = settings.MEDIA_ROOT / ready_request.extract_path
+    path.write_bytes(path.read_bytes() + b"tampered,row\n")
+    with pytest.raises(release.ExtractTampered):
+        release.download_extract(recipient, ready_request.pk)
+    assert not AuditEvent.objects.filter(action=AuditEvent.Action.DOWNLOAD).exists()
+
+
+def test_audit_log_lists_every_step_in_order(ready_request, officer, recipient, steward):
+    release.decide(officer, ready_request.pk, approve=True)
+    release.download_extract(recipient, ready_request.pk)
+    actions = [e.action for e in audit.events_for_request(ready_request)]
+    A = AuditEvent.Action
+    assert actions == [A.UPLOAD, A.TAGGING, A.TAGGING, A.REQUEST, A.RUN_START, A.RUN_END,
+                       A.APPROVE, A.DOWNLOAD]
+    with pytest.raises(ValueError, match="append-only"):
+        event = AuditEvent.objects.first()
+        event.detail = {}
+        event.save()
