@@ -46,9 +46,17 @@ MILLION = 1_000_000
 SEED = 2024
 TARGETS = {
     "adult-optimal": "search < 0.5 s",
-    "million": "< 5 s end to end, peak < 1.5 GB",
-    "adult-mondrian": "< 1 s",
+    "million": "< 5 s end to end (fresh process), peak < 1.5 GB",
+    "adult-mondrian": "anonymize < 1 s",
 }
+
+
+def _met(case: str, r: dict) -> bool:
+    if case == "adult-optimal":
+        return r["search"] < 0.5
+    if case == "million":
+        return r["wall"] < 5 and r["peak_mb"] < 1536
+    return r["anonymize"] < 1
 
 
 def _peak_mb() -> float:
@@ -187,7 +195,12 @@ def report() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "million.csv"
-        made = make_million(path)
+        # Generated in its own process: a child forked from a big parent would inherit the
+        # parent's ru_maxrss and report it as its own peak.
+        t0 = time.perf_counter()
+        subprocess.run([sys.executable, str(Path(__file__).resolve()), "--make-million",
+                        str(path)], check=True, cwd=ROOT)
+        made = time.perf_counter() - t0
         print(f"\n[2] 1,000,000 adult-like rows, optimal search (table generated in {made:.1f} s,"
               f" not counted)")
         r = results["million"] = run_case("million", path)
@@ -222,7 +235,7 @@ def _print_engine(r: dict, case: str) -> None:
           f"levels: {r['levels']}")
     print(f"    suppressed: {r['suppressed']}   classes: {r['classes']}   "
           f"achieved k: {r['achieved_k']}   loss: {r['loss']:.4f}")
-    print(f"    target: {target}")
+    print(f"    target: {target} -> {'met' if _met(case, r) else 'MISSED'}")
 
 
 def main() -> None:
@@ -230,7 +243,11 @@ def main() -> None:
     parser.add_argument("--case", choices=["adult-optimal", "million", "adult-mondrian",
                                            "adult-anjana"])
     parser.add_argument("--csv", type=Path)
+    parser.add_argument("--make-million", type=Path, metavar="PATH")
     args = parser.parse_args()
+    if args.make_million:
+        make_million(args.make_million)
+        return
     if args.case is None:
         report()
         return

@@ -1,30 +1,30 @@
 from django.urls import path
 
-from . import views
+from .views import datasets, requests
 
 app_name = "releases"
 
 urlpatterns = [
-    path("", views.home, name="home"),
-    path("datasets/", views.dataset_list, name="dataset_list"),
-    path("datasets/<int:dataset_id>/", views.dataset_detail, name="dataset_detail"),
-    path("datasets/<int:dataset_id>/tagging/", views.tagging, name="tagging"),
+    path("", datasets.home, name="home"),
+    path("datasets/", datasets.dataset_list, name="dataset_list"),
+    path("datasets/<int:dataset_id>/", datasets.dataset_detail, name="dataset_detail"),
+    path("datasets/<int:dataset_id>/tagging/", datasets.tagging, name="tagging"),
     path(
         "datasets/<int:dataset_id>/columns/<int:column_id>/",
-        views.column_update,
+        datasets.column_update,
         name="column_update",
     ),
-    path("datasets/<int:dataset_id>/request/", views.request_create, name="request_create"),
-    path("requests/<int:request_id>/", views.request_detail, name="request_detail"),
-    path("requests/<int:request_id>/status/", views.request_status, name="request_status"),
-    path("requests/<int:request_id>/classes/", views.request_classes, name="request_classes"),
-    path("requests/<int:request_id>/decide/", views.request_decide, name="request_decide"),
-    path("requests/<int:request_id>/download/", views.download_extract, name="download"),
+    path("datasets/<int:dataset_id>/request/", datasets.request_create, name="request_create"),
+    path("requests/<int:request_id>/", requests.request_detail, name="request_detail"),
+    path("requests/<int:request_id>/status/", requests.request_status, name="request_status"),
+    path("requests/<int:request_id>/classes/", requests.request_classes, name="request_classes"),
+    path("requests/<int:request_id>/decide/", requests.request_decide, name="request_decide"),
+    path("requests/<int:request_id>/download/", requests.download_extract, name="download"),
     path(
         "requests/<int:request_id>/download/report/",
-        views.download_report,
+        requests.download_report,
         name="download_report",
     ),
-    path("reviews/", views.review_queue, name="review_queue"),
-    path("releases/", views.release_list, name="release_list"),
+    path("reviews/", requests.review_queue, name="review_queue"),
+    path("releases/", requests.release_list, name="release_list"),
 ]

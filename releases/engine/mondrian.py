@@ -1,9 +1,13 @@
 """Strict multidimensional Mondrian (LeFevre, DeWitt & Ramakrishnan, ICDE 2006), local recoding.
 
 The table is split recursively. A partition is cut on the quasi-identifier with the widest
-normalised range; the cut is the allowed boundary closest to the median row, and it is made
-only when *both* halves satisfy every model of the configuration (k, l-diversity,
-t-closeness). A partition that no quasi-identifier can cut is an equivalence class.
+normalised range (numeric: value range / domain range; categorical: values under the LCA /
+domain size), falling back to the next widest when that one cannot be cut. The cut is the
+allowed boundary closest to the median row among those leaving at least k rows on each side
+(the median itself whenever it is allowed); with l-diversity / t-closeness the three most
+balanced such boundaries are tried. A cut is made only when *both* halves satisfy every model
+of the configuration (k, l-diversity, t-closeness). A partition that no quasi-identifier can
+cut is an equivalence class.
 
 Everything runs on integer codes:
 
@@ -21,18 +25,26 @@ Everything runs on integer codes:
 Mondrian suppresses no row: when the whole table already fails the models there is nothing to
 split and :class:`EngineError` is raised.
 
-Metrics (local recoding; ``n`` rows, ``q`` quasi-identifiers, classes ``E``):
+Metrics (local recoding; ``n`` rows, ``d`` quasi-identifiers, classes ``E``), with the same
+keys and aggregates as the optimal search (:mod:`.metrics`):
 
-* cell loss: numeric ``(max - min) / (domain max - domain min)``; categorical
-  ``(leaves under the released node - 1) / (distinct values of the column - 1)``; 0 when the
-  domain has one value. ``loss_per_attribute[a]`` = mean cell loss of column a;
-  ``loss`` = mean of ``loss_per_attribute``; ``granularity`` = ``1 - loss``.
-* ``precision`` (Sweeney): mean over cells of ``level / height``; a categorical cell's level
-  is its released node's level in the hierarchy; a numeric cell counts its cell loss.
-* ``discernibility`` = sum over classes of ``|E|^2`` (no suppressed rows).
-* ``average_class_size`` = ``n / |classes|``.
+* cell loss: numeric ``(max - min) / (domain max - domain min)`` of the released range;
+  categorical ``(hierarchy leaves under the released node - 1) / (hierarchy leaves - 1)`` (leaves
+  of the hierarchy, as ARX's domain shares; 0 for a one-leaf domain). This is ARX's normalised
+  Loss of a cell: ``(share - 1/D) / (1 - 1/D)`` with ``share = leaves / D``.
+  ``loss_per_attribute[a]`` = mean cell loss of column a over the rows;
+* ``loss`` = ARX's geometric aggregate ``prod_a (1 + loss_a)^(1/d) - 1``;
+  ``granularity`` = ``sum_a loss_a / d``;
+* ``precision`` (Sweeney) = mean over cells of ``level / (height - 1)``; a categorical cell's
+  level is its released node's level in the hierarchy, a numeric cell counts its cell loss;
+* ``discernibility`` = ``sum_E |E|^2`` (no row is suppressed);
+* ``average_class_size`` = ``n / |classes|``;
 * ``non_uniform_entropy`` = sum over attributes and rows of
-  ``-log2( #rows(original a, released b) / #rows(released b) )``.
+  ``-log2( #rows(original v, released g) / #rows(released g) )``.
+
+``transformations_checked`` counts the partitions evaluated (every node of the split tree).
+Partitions whose released values coincide form one equivalence class of the extract, and
+``classes`` / ``achieved_*`` / risk are computed on those classes, as a recipient sees them.
 """
 
 from __future__ import annotations
@@ -291,8 +303,9 @@ def _recursive_l(counts: np.ndarray, c: float) -> np.ndarray:
     tails = np.cumsum(r[:, ::-1], axis=1)[:, ::-1]  # tails[:, i] = r_{i+1} + ... + r_m
     ok = r[:, :1] < c * tails  # column i: the condition for l = i + 1
     ok &= r > 0
-    # l = 1 always holds for a non-empty class; the condition is monotone in l.
-    return np.maximum(ok.sum(axis=1), (counts.sum(axis=1) > 0).astype(int)).astype(float)
+    # Both conditions hold for a prefix of l = 1, 2, ... (tails shrink as l grows), so the
+    # count of true columns is the largest l that holds (0 when even l = 1 fails, c <= 1).
+    return ok.sum(axis=1).astype(float)
 
 
 def _emd(counts: np.ndarray, sens: _Sensitive, distance: str) -> np.ndarray:
@@ -361,6 +374,8 @@ def anonymize_mondrian(
 ) -> AnonymizationResult:
     """Anonymize ``data`` with strict Mondrian under ``config.model`` (see module docstring)."""
     start = time.perf_counter()
+    if progress is not None:
+        progress(0.0, "encoding the data")
     model = config.model
     model.validate()
     qi_names = list(config.quasi_identifiers)

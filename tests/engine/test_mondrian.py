@@ -354,6 +354,16 @@ def test_hierarchy_not_covering_the_data():
         anonymize_mondrian(df, AnonymizationConfig({"v": flat(["a", "b"])}, PrivacyModel(k=1)))
 
 
+def test_engine_entry_point_dispatches_to_mondrian(generated):
+    from releases.engine import anonymize
+
+    df, hierarchies = generated
+    res = anonymize(df, AnonymizationConfig(hierarchies, PrivacyModel(k=4), algorithm="mondrian",
+                                            identifiers=["id"]))
+    assert res.algorithm == "mondrian" and res.levels is None
+    assert groupby_sizes(res.data, GEN_QIS).min() >= 4 and len(res.data) == len(df)
+
+
 def test_progress_reports_fractions_up_to_done(generated):
     df, hierarchies = generated
     seen: list[float] = []

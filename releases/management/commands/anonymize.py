@@ -16,6 +16,20 @@ from django.core.management.base import BaseCommand, CommandError
 from releases.engine import cli
 
 
+def _without_django_options(args: list[str]) -> list[str]:
+    """Drop --settings / --pythonpath, which manage.py has already applied."""
+    out: list[str] = []
+    skip = False
+    for arg in args:
+        if skip:
+            skip = False
+        elif arg in ("--settings", "--pythonpath"):
+            skip = True
+        elif not arg.startswith(("--settings=", "--pythonpath=")):
+            out.append(arg)
+    return out
+
+
 class Command(BaseCommand):
     help = "Anonymize a CSV file (k-anonymity, l-diversity, t-closeness); see --help."
 
@@ -23,7 +37,8 @@ class Command(BaseCommand):
         # Django's own parser would reject the engine's options (--qi, --k ...): hand the whole
         # command line to the engine's parser, which reports errors in one line, status 2.
         prog = f"{os.path.basename(argv[0])} {argv[1]}"
-        status = cli.run(argv[2:], stdout=self.stdout, stderr=self.stderr, prog=prog)
+        status = cli.run(_without_django_options(argv[2:]), stdout=self.stdout,
+                         stderr=self.stderr, prog=prog)
         if status:
             sys.exit(status)
 

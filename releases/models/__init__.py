@@ -1,0 +1,10 @@
+"""Data the release workflow keeps: datasets, their column tags, release requests, results.
+
+Models hold data and small invariants; the workflow itself lives in ``releases.services``.
+"""
+
+from .audit import AuditEvent
+from .datasets import Dataset, DatasetColumn, Role
+from .requests import EquivalenceClass, ReleaseRequest
+
+__all__ = ["AuditEvent", "Dataset", "DatasetColumn", "EquivalenceClass", "ReleaseRequest", "Role"]

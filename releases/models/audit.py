@@ -1,0 +1,56 @@
+"""The append-only audit log."""
+
+from __future__ import annotations
+
+from django.conf import settings
+from django.db import models
+
+from .datasets import Dataset
+from .requests import ReleaseRequest
+
+
+class AuditEvent(models.Model):
+    """An append-only record of who did what, and when."""
+
+    class Action(models.TextChoices):
+        UPLOAD = "upload", "Uploaded dataset"
+        UPLOAD_REJECTED = "upload_rejected", "Upload rejected"
+        TAGGING = "tagging", "Changed tagging"
+        REQUEST = "request", "Requested release"
+        RUN_START = "run_start", "Run started"
+        RUN_END = "run_end", "Run finished"
+        RUN_FAILED = "run_failed", "Run failed"
+        APPROVE = "approve", "Approved"
+        REJECT = "reject", "Rejected"
+        DOWNLOAD = "download", "Downloaded extract"
+
+    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    actor = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True
+    )
+    action = models.CharField(max_length=32, choices=Action.choices)
+    dataset = models.ForeignKey(
+        Dataset, on_delete=models.PROTECT, null=True, blank=True, related_name="events"
+    )
+    request = models.ForeignKey(
+        ReleaseRequest, on_delete=models.PROTECT, null=True, blank=True, related_name="events"
+    )
+    detail = models.JSONField(default=dict, blank=True)
+
+    class Meta:
+        ordering = ["created_at", "id"]
+
+    def __str__(self) -> str:
+        return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor_name} {self.action}"
+
+    def save(self, *args, **kwargs) -> None:
+        if self.pk is not None:
+            raise ValueError("Audit events are append-only.")
+        super().save(*args, **kwargs)
+
+    def delete(self, *args, **kwargs):
+        raise ValueError("Audit events are append-only.")
+
+    @property
+    def actor_name(self) -> str:
+        return self.actor.get_username() if self.actor else "worker"
