@@ -1,11 +1,11 @@
 from django.urls import path
 
-from .views import datasets, requests
+from .views import datasets, home, requests
 
 app_name = "releases"
 
 urlpatterns = [
-    path("", datasets.home, name="home"),
+    path("", home.home, name="home"),
     path("datasets/", datasets.dataset_list, name="dataset_list"),
     path("datasets/<int:dataset_id>/", datasets.dataset_detail, name="dataset_detail"),
     path("datasets/<int:dataset_id>/tagging/", datasets.tagging, name="tagging"),
@@ -14,7 +14,7 @@ urlpatterns = [
         datasets.column_update,
         name="column_update",
     ),
-    path("datasets/<int:dataset_id>/request/", datasets.request_create, name="request_create"),
+    path("datasets/<int:dataset_id>/request/", requests.request_create, name="request_create"),
     path("requests/<int:request_id>/", requests.request_detail, name="request_detail"),
     path("requests/<int:request_id>/status/", requests.request_status, name="request_status"),
     path("requests/<int:request_id>/classes/", requests.request_classes, name="request_classes"),

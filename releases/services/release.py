@@ -99,7 +99,8 @@ def _enqueue(request_id: int) -> None:
 def engine_config(snapshot: dict, k: int, suppression_limit: float) -> AnonymizationConfig:
     hierarchies: dict[str, Hierarchy | None] = {}
     for qi in snapshot["quasi_identifiers"]:
-        if qi["hierarchy"] == "uploaded" and qi["hierarchy_text"]:
+        # A hierarchy uploaded or built for the column is stored materialized, in ARX format.
+        if qi.get("hierarchy_text"):
             hierarchies[qi["name"]] = Hierarchy.from_arx_csv(
                 qi["hierarchy_text"], attribute=qi["name"]
             )

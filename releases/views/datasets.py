@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from decimal import Decimal
-
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
@@ -11,22 +9,8 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 
 from ..forms import ReleaseRequestForm, UploadForm
 from ..models import Role
-from ..services import InvalidInput, datasets, release, roles
+from ..services import InvalidInput, datasets
 from ._common import is_htmx as _is_htmx
-
-
-@require_GET
-def home(request: HttpRequest) -> HttpResponse:
-    user = request.user
-    context: dict = {}
-    if roles.is_steward(user):
-        context["datasets"] = datasets.datasets_for(user)[:10]
-        context["my_requests"] = release.visible_requests(user).filter(requested_by=user)[:10]
-    if roles.is_officer(user):
-        context["queue"] = release.review_queue(user)[:10]
-    if roles.is_recipient(user):
-        context["approved"] = release.approved_releases(user)[:10]
-    return render(request, "releases/home.html", context)
 
 
 @require_http_methods(["GET", "POST"])
@@ -54,7 +38,7 @@ def dataset_list(request: HttpRequest) -> HttpResponse:
     )
 
 
-def _dataset_context(dataset, request_form=None) -> dict:
+def dataset_context(dataset, request_form=None) -> dict:
     return {
         "dataset": dataset,
         "columns": list(dataset.columns.all()),
@@ -67,7 +51,7 @@ def _dataset_context(dataset, request_form=None) -> dict:
 @require_GET
 def dataset_detail(request: HttpRequest, dataset_id: int) -> HttpResponse:
     dataset = datasets.get_dataset_for(request.user, dataset_id)
-    return render(request, "releases/dataset_detail.html", _dataset_context(dataset))
+    return render(request, "releases/dataset_detail.html", dataset_context(dataset))
 
 
 def _apply_column(request: HttpRequest, dataset, column) -> None:
@@ -120,25 +104,4 @@ def column_update(request: HttpRequest, dataset_id: int, column_id: int) -> Http
         request,
         "releases/dataset_detail.html#column-row",
         {"dataset": dataset, "column": column, "roles": Role.choices, "error": error},
-    )
-
-
-@require_POST
-def request_create(request: HttpRequest, dataset_id: int) -> HttpResponse:
-    dataset = datasets.get_dataset_for(request.user, dataset_id)
-    form = ReleaseRequestForm(request.POST)
-    if form.is_valid():
-        try:
-            release_request = release.request_release(
-                request.user,
-                dataset,
-                k=form.cleaned_data["k"],
-                suppression_limit=float(form.cleaned_data["suppression_percent"] / Decimal(100)),
-            )
-        except InvalidInput as exc:
-            form.add_error(None, str(exc))
-        else:
-            return redirect("releases:request_detail", request_id=release_request.pk)
-    return render(
-        request, "releases/dataset_detail.html", _dataset_context(dataset, form), status=400
     )

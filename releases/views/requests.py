@@ -2,15 +2,39 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.views.decorators.http import require_GET, require_POST
 
-from ..forms import DecisionForm
+from ..forms import DecisionForm, ReleaseRequestForm
 from ..models import ReleaseRequest
-from ..services import InvalidInput, audit, release
+from ..services import InvalidInput, audit, datasets, release
 from ._common import is_htmx as _is_htmx
+from .datasets import dataset_context
+
+
+@require_POST
+def request_create(request: HttpRequest, dataset_id: int) -> HttpResponse:
+    dataset = datasets.get_dataset_for(request.user, dataset_id)
+    form = ReleaseRequestForm(request.POST)
+    if form.is_valid():
+        try:
+            release_request = release.request_release(
+                request.user,
+                dataset,
+                k=form.cleaned_data["k"],
+                suppression_limit=float(form.cleaned_data["suppression_percent"] / Decimal(100)),
+            )
+        except InvalidInput as exc:
+            form.add_error(None, str(exc))
+        else:
+            return redirect("releases:request_detail", request_id=release_request.pk)
+    return render(
+        request, "releases/dataset_detail.html", dataset_context(dataset, form), status=400
+    )
 
 
 def _request_context(request: HttpRequest, release_request: ReleaseRequest, **extra) -> dict:

@@ -1,0 +1,23 @@
+"""The home page: what each role has to do."""
+
+from __future__ import annotations
+
+from django.http import HttpRequest, HttpResponse
+from django.shortcuts import render
+from django.views.decorators.http import require_GET
+
+from ..services import datasets, release, roles
+
+
+@require_GET
+def home(request: HttpRequest) -> HttpResponse:
+    user = request.user
+    context: dict = {}
+    if roles.is_steward(user):
+        context["datasets"] = datasets.datasets_for(user)[:10]
+        context["my_requests"] = release.visible_requests(user).filter(requested_by=user)[:10]
+    if roles.is_officer(user):
+        context["queue"] = release.review_queue(user)[:10]
+    if roles.is_recipient(user):
+        context["approved"] = release.approved_releases(user)[:10]
+    return render(request, "releases/home.html", context)
