@@ -51,8 +51,7 @@ def validate_config(
     ):
         for name in names:
             if name not in data.columns:
-                raise EngineError(f"Column {name!r} ({role[2:] if role.startswith('a ') else role}"
-                                  f") is not in the data.")
+                raise EngineError(f"Column {name!r}, given as {role}, is not in the data.")
             if name in roles:
                 if roles[name] == role:
                     raise EngineError(f"Column {name!r} is listed twice as {role}.")
@@ -153,7 +152,8 @@ def anonymize(
             columns[col] = labels[table.codes[kept_class, i]]
         else:
             columns[col] = data[col].to_numpy()[keep_rows]
-    extract = pd.DataFrame(columns, columns=list(columns))
+    # Label each released row with its position in the input (a reviewer compares them).
+    extract = pd.DataFrame(columns, columns=list(columns), index=np.flatnonzero(keep_rows))
 
     # --- equivalence classes of the extract
     keep_classes = ~fails

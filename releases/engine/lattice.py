@@ -16,8 +16,14 @@ How the search stays fast:
   it would have without suppression, which needs no grouping (it only depends on per-value
   frequencies). Nodes are visited in ascending order of that bound; once the bound exceeds the
   best Loss found, no remaining node can win and the search stops. The result is exact.
-* Predictive tagging (ARX's Flash / optimal algorithm): for monotone models an invalid node
-  makes all its specializations invalid, so they are tagged and never evaluated.
+* Predictive tagging (ARX's Flash / optimal algorithm): for monotone models (k-anonymity and
+  distinct l-diversity with suppression; also entropy l-diversity and t-closeness without
+  suppression) an invalid node makes all its specializations invalid and a valid node all its
+  generalizations valid. Before a node of unknown status is evaluated, a binary search runs on
+  a path from it to the top (as Flash does), so the invalid nodes found tag whole down-sets.
+  Models that are not monotone (entropy / recursive l-diversity or t-closeness with a
+  suppression limit) are pruned with the monotone sub-model they imply: k (raised to the
+  smallest class size that can be t-close) and distinct ceil(l)-diversity.
 
 Lattices of more than :data:`MAX_NODES` nodes, or a search exceeding ``time_limit``, fall back
 to a greedy bottom-up climb; its result is flagged ``heuristic=True``.
@@ -25,7 +31,7 @@ to a greedy bottom-up climb; its result is flagged ``heuristic=True``.
 
 from __future__ import annotations
 
-import itertools
+import math
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -36,7 +42,13 @@ import pandas as pd
 
 from . import metrics
 from .hierarchy import Hierarchy
-from .privacy import SensitiveCounts, TContext, class_fails, is_monotone
+from .privacy import (
+    SensitiveCounts,
+    TContext,
+    class_fails,
+    is_monotone,
+    min_class_size_for_t,
+)
 from .types import EngineError, PrivacyModel, ProgressCallback
 
 __all__ = ["EncodedData", "Table", "SearchResult", "search", "MAX_NODES"]
@@ -327,8 +339,19 @@ class _Searcher:
         self.progress = progress
         self.cache: OrderedDict[tuple[int, ...], Table] = OrderedDict()
         self.cache_bytes = 0
-        self.k_cache: OrderedDict[tuple[int, ...], Table] = OrderedDict()
-        self.k_cache_bytes = 0
+        self.sub_cache: OrderedDict[tuple[int, ...], Table] = OrderedDict()
+        self.sub_cache_bytes = 0
+        # Every entropy / recursive l-diverse class holds at least ceil(l) distinct values,
+        # and a t-close class has at least min_class_size_for_t rows.
+        implied_k = model.k
+        if model.t is not None:
+            for ctx in enc.contexts.values():
+                implied_k = max(implied_k, min_class_size_for_t(ctx, model.t))
+        self.sub_model = PrivacyModel(
+            k=implied_k,
+            l=None if model.l is None else float(math.ceil(model.l - 1e-9)),
+            suppression_limit=model.suppression_limit,
+        )
         self.checked = 0
         self.start_table = enc.base
 
@@ -367,28 +390,31 @@ class _Searcher:
         loss = metrics.loss(self.enc.loss_vector(table, fails)) if valid else np.inf
         return valid, suppressed, loss
 
-    def k_valid(self, node: tuple[int, ...], hint: tuple[int, ...] | None = None) -> bool:
-        """Whether ``node`` satisfies k alone within the suppression limit (no sensitive
-        counts: cheaper). Rows failing k fail the whole model, so a node invalid for k is
-        invalid, and k is monotone even with suppression."""
-        source = self.k_cache.get(hint) if hint is not None else None
+    def sub_valid(self, node: tuple[int, ...], hint: tuple[int, ...] | None = None) -> bool:
+        """Whether ``node`` satisfies :attr:`sub_model` within the suppression limit.
+
+        The sub-model (k, and distinct ceil(l)-diversity when l is set) is implied by the
+        model and monotone even with suppression, so a node invalid for it is invalid."""
+        source = self.sub_cache.get(hint) if hint is not None else None
         if source is None:
             for i, v in enumerate(node):
                 if v > self.lo[i]:
                     pred = node[:i] + (v - 1,) + node[i + 1:]
-                    t = self.k_cache.get(pred) or self.cache.get(pred)
+                    t = self.sub_cache.get(pred) or self.cache.get(pred)
                     if t is not None and (source is None or len(t.counts) < len(source.counts)):
                         source = t
         if source is None:
             source = self.start_table
-        table, _ = self.enc.rollup(source, node, with_sensitive=False)
+        needs_sensitive = self.sub_model.l is not None
+        table, _ = self.enc.rollup(source, node, with_sensitive=needs_sensitive)
         self.checked += 1
-        self.k_cache[node] = table
-        self.k_cache_bytes += table.nbytes
-        while self.k_cache_bytes > CACHE_BYTES // 2 and len(self.k_cache) > 1:
-            _, old = self.k_cache.popitem(last=False)
-            self.k_cache_bytes -= old.nbytes
-        return int(table.counts[table.counts < self.model.k].sum()) <= self.limit_rows
+        self.sub_cache[node] = table
+        self.sub_cache_bytes += table.nbytes
+        while self.sub_cache_bytes > CACHE_BYTES // 2 and len(self.sub_cache) > 1:
+            _, old = self.sub_cache.popitem(last=False)
+            self.sub_cache_bytes -= old.nbytes
+        fails = class_fails(table.counts, table.sensitive, self.sub_model)
+        return int(table.counts[fails].sum()) <= self.limit_rows
 
     def timed_out(self) -> bool:
         return self.deadline is not None and time.perf_counter() > self.deadline
@@ -475,21 +501,23 @@ def search(
                 grid[tuple(slice(0, v - a + 1) for v, a in zip(node, lo, strict=True))] = -1
         return valid
 
-    # For models that are not monotone, k alone still is: k-invalid nodes (and their
-    # specializations) are invalid for the whole model.
-    k_state = np.zeros(n_nodes, dtype=np.int8) if (not monotone and model.k > 1) else None
-    k_grid = k_state.reshape(dims) if k_state is not None else None
+    # For models that are not monotone, the implied sub-model (k, distinct ceil(l)) still is:
+    # its invalid nodes (and their specializations) are invalid for the whole model.
+    sub = s.sub_model
+    use_sub = not monotone and (sub.k > 1 or (sub.l is not None and sub.l > 1))
+    sub_state = np.zeros(n_nodes, dtype=np.int8) if use_sub else None
+    sub_grid = sub_state.reshape(dims) if sub_state is not None else None
 
-    def check_k(node: tuple[int, ...], hint: tuple[int, ...] | None = None) -> bool:
+    def check_sub(node: tuple[int, ...], hint: tuple[int, ...] | None = None) -> bool:
         i = index_of(node)
-        if k_state[i] != 0:
-            return bool(k_state[i] == 1)
-        if s.k_valid(node, hint):
-            up = k_grid[tuple(slice(v - a, None) for v, a in zip(node, lo, strict=True))]
-            up[...] = 1
+        if sub_state[i] != 0:
+            return bool(sub_state[i] == 1)
+        if s.sub_valid(node, hint):
+            sub_grid[tuple(slice(v - a, None) for v, a in zip(node, lo, strict=True))] = 1
             return True
-        k_grid[tuple(slice(0, v - a + 1) for v, a in zip(node, lo, strict=True))] = -1
-        grid[tuple(slice(0, v - a + 1) for v, a in zip(node, lo, strict=True))] = -1
+        down = tuple(slice(0, v - a + 1) for v, a in zip(node, lo, strict=True))
+        sub_grid[down] = -1
+        grid[down] = -1
         return False
 
     def climb(node: tuple[int, ...]) -> list[tuple[int, ...]]:
@@ -519,10 +547,10 @@ def search(
                 return _greedy(s, reason="time")
             return SearchResult(best, best_loss, best_suppressed, s.checked, True)
         node = tuple(int(v) for v in nodes[idx])
-        if state[idx] == 0 and (monotone or k_state is not None):
+        if state[idx] == 0 and (monotone or use_sub):
             # Binary search for the lowest valid node on a path up from here (as ARX's Flash
             # does): the invalid nodes found tag their whole down-sets.
-            test = check if monotone else check_k
+            test = check if monotone else check_sub
             path = climb(node)
             low, high = 0, len(path) - 1
             while low < high:
@@ -567,14 +595,7 @@ def _greedy(s: _Searcher, reason: str) -> SearchResult:
         taken += 1
         s.report(taken / max(steps, 1), "searching greedily (lattice too large)"
                  if reason == "lattice" else "searching greedily (time limit reached)")
-    if not np.isfinite(loss):
-        loss = metrics.loss(s.enc.loss_vector(*_table_and_fails(s, node)))
     return SearchResult(node, float(loss), suppressed, s.checked, True)
-
-
-def _table_and_fails(s: _Searcher, node: tuple[int, ...]):
-    table, _ = s.enc.rollup(s.enc.base, node)
-    return table, s.enc.fails(table, s.model)
 
 
 def _no_solution_message(model: PrivacyModel) -> str:
@@ -582,12 +603,9 @@ def _no_solution_message(model: PrivacyModel) -> str:
     if model.k > 1:
         parts.append(f"k={model.k}")
     if model.l is not None:
-        variant = {"distinct": "distinct", "entropy": "entropy", "recursive": "recursive"}[
-            model.l_variant
-        ]
         parts.append(
-            f"recursive ({model.c},{model.l:g})-diversity" if variant == "recursive"
-            else f"{variant} {model.l:g}-diversity"
+            f"recursive ({model.c:g},{model.l:g})-diversity" if model.l_variant == "recursive"
+            else f"{model.l_variant} {model.l:g}-diversity"
         )
     if model.t is not None:
         parts.append(f"{model.t:g}-closeness ({model.t_distance} distance)")
@@ -598,12 +616,3 @@ def _no_solution_message(model: PrivacyModel) -> str:
         "not even generalizing every quasi-identifier fully; raise the suppression limit or "
         "relax the model."
     )
-
-
-def lattice_size(heights: Sequence[int]) -> int:
-    return int(np.prod(list(heights))) if heights else 1
-
-
-def all_nodes(lo: Sequence[int], hi: Sequence[int]) -> list[tuple[int, ...]]:
-    """Every transformation between ``lo`` and ``hi`` (for tests and small lattices)."""
-    return list(itertools.product(*[range(a, b + 1) for a, b in zip(lo, hi, strict=True)]))

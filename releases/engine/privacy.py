@@ -44,6 +44,7 @@ __all__ = [
     "recursive_cl",
     "recursive_l_value",
     "t_distance",
+    "min_class_size_for_t",
     "is_monotone",
     "all_pass_monotone",
     "encode_sensitive",
@@ -230,11 +231,35 @@ class TContext:
         if distance == "hierarchical":
             if hierarchy is None:
                 raise EngineError(
-                    "Hierarchical-distance t-closeness needs a hierarchy of the sensitive attribute."
+                    "Hierarchical-distance t-closeness needs a hierarchy of the sensitive "
+                    "attribute."
                 )
             level_codes, _ = hierarchy.encode(list(labels))
             return cls("hierarchical", q, parents=level_codes[1:])
         raise EngineError(f"Unknown t-closeness distance {distance!r}.")
+
+
+def min_class_size_for_t(ctx: TContext, t: float) -> int:
+    """The smallest class size that can be t-close (a bound used for pruning).
+
+    A class of s rows holds at most s distinct values, so its total-variation distance to Q is
+    at least ``1 - (sum of the s largest q)``, and every EMD is at least the smallest ground
+    distance ``g`` times that: ``g = 1`` (equal), ``1/(m-1)`` (ordered), ``1/H``
+    (hierarchical). Classes smaller than the returned size fail t-closeness for sure.
+    """
+    q = np.sort(ctx.q)[::-1]
+    m = len(q)
+    if m <= 1:
+        return 1
+    if ctx.distance == "equal":
+        g = 1.0
+    elif ctx.distance == "ordered":
+        g = 1.0 / (m - 1)
+    else:
+        g = 1.0 / max(len(ctx.parents or []), 1)
+    lower = g * (1.0 - np.cumsum(q))  # lower[s-1]: bound for a class of s rows
+    ok = np.flatnonzero(lower <= t + _EPS)
+    return int(ok[0]) + 1 if len(ok) else m
 
 
 def value_order(labels: Sequence[str]) -> np.ndarray:
@@ -250,7 +275,8 @@ def value_order(labels: Sequence[str]) -> np.ndarray:
 
 
 def _dense_chunks(sc: SensitiveCounts, max_cells: int = 1 << 22):
-    """Yield ``(first_class, P)``: dense class x value distributions, a block of classes at a time."""
+    """Yield ``(first_class, P)``: dense class x value distributions, a block of classes at a
+    time (bounded memory)."""
     sizes = np.bincount(sc.group, weights=sc.count, minlength=sc.n_groups)
     step = max(1, max_cells // max(sc.n_values, 1))
     bounds = np.searchsorted(sc.group, np.arange(0, sc.n_groups + step, step))

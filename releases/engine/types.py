@@ -60,7 +60,8 @@ class PrivacyModel:
             raise EngineError(f"k must be a whole number of at least 1, not {self.k!r}.")
         if not 0.0 <= self.suppression_limit <= 1.0:
             raise EngineError(
-                f"The suppression limit is a share of rows between 0 and 1, not {self.suppression_limit!r}."
+                "The suppression limit is a share of rows between 0 and 1, "
+                f"not {self.suppression_limit!r}."
             )
         if self.l is not None:
             if self.l_variant not in ("distinct", "entropy", "recursive"):
@@ -124,7 +125,8 @@ class AnonymizationResult:
     """The extract and everything a privacy officer needs to judge it.
 
     ``data``: the released rows (identifiers dropped, suppressed rows removed, quasi-identifiers
-    generalized), other columns in their original order and unchanged.
+    generalized), other columns in their original order and unchanged; its index holds each
+    released row's position in the input, so a row can be shown next to its original.
     ``classes``: one row per equivalence class of the extract: a column per quasi-identifier
     (released value), ``size``, and for each sensitive attribute S the columns
     ``S:distinct_l``, ``S:entropy_l`` and ``S:t``; ``fails`` holds the names of the models the
