@@ -2,9 +2,14 @@
 
 from celery import shared_task
 
-from .services import release
+from .services import profiling, release
 
 
 @shared_task(name="releases.run_release")
 def run_release_task(request_id: int) -> None:
     release.run_release(request_id)
+
+
+@shared_task(name="releases.profile_dataset")
+def profile_dataset_task(dataset_id: int) -> None:
+    profiling.profile_dataset(dataset_id)

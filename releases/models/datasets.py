@@ -1,4 +1,4 @@
-"""Datasets and their columns' roles and hierarchies."""
+"""Datasets and their columns' profiles, roles and hierarchies."""
 
 from __future__ import annotations
 
@@ -16,19 +16,40 @@ class Role(models.TextChoices):
 
 
 class Dataset(models.Model):
+    class Status(models.TextChoices):
+        PENDING = "pending", "Waiting for a worker"
+        PROFILING = "profiling", "Profiling"
+        READY = "ready", "Ready"
+        FAILED = "failed", "Rejected"
+
+    class Format(models.TextChoices):
+        CSV = "csv", "CSV"
+        TSV = "tsv", "TSV"
+        XLSX = "xlsx", "Excel (.xlsx)"
+        PARQUET = "parquet", "Parquet"
+
+    FINAL_STATUSES = frozenset({Status.READY, Status.FAILED})
+
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="datasets"
     )
     name = models.CharField(max_length=255)
     original_filename = models.CharField(max_length=255)
-    # Relative to MEDIA_ROOT; never exposed through a URL.
+    # Relative to MEDIA_ROOT; never exposed through a URL. Empty once a rejected file is removed.
     file_path = models.CharField(max_length=500)
     sha256 = models.CharField(max_length=64)
     size_bytes = models.BigIntegerField()
-    encoding = models.CharField(max_length=32)
-    delimiter = models.CharField(max_length=4)
-    row_count = models.PositiveIntegerField()
+    file_format = models.CharField(max_length=16, choices=Format.choices, default=Format.CSV)
+    sheet_name = models.CharField(max_length=255, blank=True, help_text="Excel: the sheet read.")
+    encoding = models.CharField(max_length=32, blank=True)
+    delimiter = models.CharField(max_length=4, blank=True)
+    row_count = models.PositiveIntegerField(default=0)
     preview = models.JSONField(default=list, help_text="The first rows, as lists of strings.")
+    status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
+    progress = models.FloatField(default=0.0)
+    stage = models.CharField(max_length=200, blank=True)
+    error = models.TextField(blank=True)
+    profiled_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:
@@ -41,11 +62,41 @@ class Dataset(models.Model):
     def delimiter_name(self) -> str:
         return {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe"}.get(self.delimiter, "")
 
+    @property
+    def is_ready(self) -> bool:
+        return self.status == self.Status.READY
+
+    @property
+    def is_final(self) -> bool:
+        return self.status in self.FINAL_STATUSES
+
+    @property
+    def progress_percent(self) -> int:
+        return round(self.progress * 100)
+
+
+class ColumnType(models.TextChoices):
+    INTEGER = "integer", "Integer"
+    DECIMAL = "decimal", "Decimal"
+    DATE = "date", "Date"
+    CATEGORICAL = "categorical", "Categorical"
+    TEXT = "text", "Free text"
+
+
+class DateOrder(models.TextChoices):
+    ISO = "ymd", "Year-month-day (ISO)"
+    DMY = "dmy", "Day/month/year"
+    MDY = "mdy", "Month/day/year"
+
 
 class DatasetColumn(models.Model):
     class HierarchySource(models.TextChoices):
         AUTOMATIC = "auto", "Automatic"
         UPLOADED = "uploaded", "Uploaded (ARX format)"
+        INTERVALS = "intervals", "Numeric intervals"
+        DATES = "dates", "Date granularity"
+        MASKING = "masking", "Masking"
+        CATEGORICAL = "categorical", "Categorical to *"
 
     dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="columns")
     position = models.PositiveIntegerField()
@@ -55,10 +106,20 @@ class DatasetColumn(models.Model):
         max_length=16, choices=HierarchySource.choices, default=HierarchySource.AUTOMATIC
     )
     hierarchy_filename = models.CharField(max_length=255, blank=True)
-    # The uploaded hierarchy in ARX format (validated against the column on upload).
+    # The chosen hierarchy, materialized in ARX format on the column's values (empty: automatic).
     hierarchy_text = models.TextField(blank=True)
     hierarchy_height = models.PositiveSmallIntegerField(null=True, blank=True)
+    # The builder's parameters, e.g. {"widths": [5, 10, 20]} or {"dayfirst": true}.
+    hierarchy_params = models.JSONField(default=dict, blank=True)
     distinct_values = models.PositiveIntegerField(default=0)
+    # Profile: inferred type (and the steward's override), missing values, top values, chart.
+    inferred_type = models.CharField(max_length=16, choices=ColumnType.choices, blank=True)
+    type_override = models.CharField(max_length=16, choices=ColumnType.choices, blank=True)
+    date_order = models.CharField(max_length=4, choices=DateOrder.choices, blank=True)
+    missing_count = models.PositiveIntegerField(default=0)
+    profile = models.JSONField(default=dict, blank=True)
+    suggested_role = models.CharField(max_length=16, choices=Role.choices, blank=True)
+    suggestion_reason = models.CharField(max_length=500, blank=True)
 
     class Meta:
         ordering = ["position"]
@@ -68,3 +129,19 @@ class DatasetColumn(models.Model):
 
     def __str__(self) -> str:
         return self.name
+
+    @property
+    def column_type(self) -> str:
+        return self.type_override or self.inferred_type
+
+    @property
+    def column_type_label(self) -> str:
+        return ColumnType(self.column_type).label if self.column_type else ""
+
+    @property
+    def unique_share(self) -> float:
+        return float(self.profile.get("unique_share", 0.0))
+
+    @property
+    def suggested_role_label(self) -> str:
+        return Role(self.suggested_role).label if self.suggested_role else ""

@@ -1,8 +1,16 @@
-"""Datasets: upload, access, and tagging of columns with roles and hierarchies."""
+"""Datasets: upload, profiling hand-off, access, deletion, and tagging of columns.
+
+An upload is streamed to private storage (hashed while it is copied, never held in memory)
+and checked cheaply (size, empty, binary or unknown format). Parsing and profiling run in a
+Celery task (``profiling.profile_dataset``); a dataset is usable once ``READY`` and never
+changes after that: a new file makes a new dataset.
+"""
 
 from __future__ import annotations
 
-from pathlib import PurePath
+import hashlib
+import uuid
+from pathlib import Path, PurePath
 
 import pandas as pd
 from django.conf import settings
@@ -12,19 +20,32 @@ from django.db.models import Count, Q, QuerySet
 from django.http import Http404
 
 from ..engine import Hierarchy, HierarchyError
-from ..models import AuditEvent, Dataset, DatasetColumn, Role
-from . import InvalidInput, audit, roles, storage
-from .tabular import TableFormat, read_table
+from ..engine.risk import class_sizes_of, risk_summary
+from ..models import AuditEvent, Dataset, DatasetColumn, ReleaseRequest, Role
+from ..models.datasets import ColumnType, DateOrder
+from . import InvalidInput, audit, hierarchies, profiling, roles, storage, tabular
 
-PREVIEW_ROWS = 10
+PREVIEW_ROWS = profiling.PREVIEW_ROWS
+SUFFIXES = {"csv": ".csv", "tsv": ".tsv", "xlsx": ".xlsx", "parquet": ".parquet"}
+
+
+def limit_message() -> str:
+    limit = settings.MAX_UPLOAD_BYTES
+    if limit >= 1024**3 and limit % 1024**3 == 0:
+        shown = f"{limit // 1024**3} GB"
+    elif limit >= 1024**2:
+        shown = f"{limit / 1024**2:.0f} MB"
+    else:
+        shown = f"{limit} bytes"
+    return f"The file is larger than the {shown} limit (MAX_UPLOAD_BYTES)."
 
 
 def datasets_for(user) -> QuerySet[Dataset]:
     """The datasets a steward owns, newest first, with their request counts."""
     roles.require(user, roles.STEWARDS, "see datasets")
     return Dataset.objects.filter(owner=user).annotate(
-        request_count=Count("requests"),
-        quasi_count=Count("columns", filter=Q(columns__role=Role.QUASI_IDENTIFIER)),
+        request_count=Count("requests", distinct=True),
+        quasi_count=Count("columns", filter=Q(columns__role=Role.QUASI_IDENTIFIER), distinct=True),
     )
 
 
@@ -37,21 +58,64 @@ def get_dataset_for(user, dataset_id: int) -> Dataset:
         raise Http404("No such dataset.") from None
 
 
-def create_dataset(user, uploaded: UploadedFile, name: str = "") -> Dataset:
-    """Validate and store an uploaded CSV; nothing is stored when it is rejected."""
+def ensure_ready(dataset: Dataset) -> None:
+    """Refuse a dataset still being profiled, or whose file was refused (``InvalidInput``)."""
+    status = Dataset.objects.filter(pk=dataset.pk).values_list("status", flat=True).first()
+    if status == Dataset.Status.READY:
+        return
+    if status == Dataset.Status.FAILED:
+        raise InvalidInput("This dataset's file was refused; upload a corrected file.")
+    raise InvalidInput("This dataset is still being profiled; wait until its columns are shown.")
+
+
+# --- Upload -------------------------------------------------------------------------------
+
+
+def _store_stream(uploaded: UploadedFile, suffix: str) -> tuple[str, str, int, bytes]:
+    """Copy the upload chunk by chunk into private storage; (path, sha256, size, first bytes)."""
+    store = storage.private_storage()
+    name = store.get_available_name(f"datasets/{uuid.uuid4().hex}{suffix}")
+    target = Path(store.path(name))
+    target.parent.mkdir(parents=True, exist_ok=True)
+    digest = hashlib.sha256()
+    size = 0
+    head = b""
+    try:
+        with open(target, "xb") as out:
+            uploaded.seek(0)
+            for chunk in uploaded.chunks():
+                size += len(chunk)
+                if size > settings.MAX_UPLOAD_BYTES:
+                    raise InvalidInput(limit_message())
+                if len(head) < tabular.SNIFF_BYTES:
+                    head += chunk[: tabular.SNIFF_BYTES - len(head)]
+                digest.update(chunk)
+                out.write(chunk)
+    except BaseException:
+        target.unlink(missing_ok=True)
+        raise
+    return name, digest.hexdigest(), size, head
+
+
+def create_dataset(user, uploaded: UploadedFile, name: str = "", sheet: str = "") -> Dataset:
+    """Store an upload and queue its profiling; a refused upload stores nothing.
+
+    Checked here: size, empty, binary or unknown format. Everything that needs the whole file
+    (encoding, ragged rows, header, sheets, Parquet damage) is checked by the profiling task,
+    which marks the dataset refused with the reason and removes its file.
+    """
     roles.require(user, roles.STEWARDS, "upload datasets")
     filename = PurePath(uploaded.name or "upload.csv").name
     try:
         if uploaded.size is not None and uploaded.size > settings.MAX_UPLOAD_BYTES:
-            limit_mb = settings.MAX_UPLOAD_BYTES / 1024 / 1024
-            raise InvalidInput(f"The file is larger than the {limit_mb:.0f} MB limit.")
-        raw = uploaded.read()
-        frame, fmt = read_table(raw)
+            raise InvalidInput(limit_message())
+        uploaded.seek(0)
+        head = uploaded.read(tabular.SNIFF_BYTES)
+        file_format = tabular.sniff_format(head, filename)
+        path, digest, size, _ = _store_stream(uploaded, SUFFIXES[file_format])
     except InvalidInput as exc:
         audit.record(AuditEvent.Action.UPLOAD_REJECTED, user, filename=filename, reason=str(exc))
         raise
-    digest = storage.sha256_hex(raw)
-    path = storage.save_bytes("datasets", ".csv", raw)
     try:
         with transaction.atomic():
             dataset = Dataset.objects.create(
@@ -60,31 +124,23 @@ def create_dataset(user, uploaded: UploadedFile, name: str = "") -> Dataset:
                 original_filename=filename,
                 file_path=path,
                 sha256=digest,
-                size_bytes=len(raw),
-                encoding=fmt.encoding,
-                delimiter=fmt.delimiter,
-                row_count=len(frame),
-                preview=frame.head(PREVIEW_ROWS).values.tolist(),
-            )
-            distinct = frame.nunique(dropna=False)
-            DatasetColumn.objects.bulk_create(
-                DatasetColumn(
-                    dataset=dataset,
-                    position=position,
-                    name=column,
-                    distinct_values=int(distinct[column]),
-                )
-                for position, column in enumerate(frame.columns)
+                size_bytes=size,
+                file_format=file_format,
+                sheet_name=(sheet or "").strip() if file_format == tabular.XLSX else "",
+                status=Dataset.Status.PENDING,
+                stage="Waiting for a worker",
             )
             audit.record(
                 AuditEvent.Action.UPLOAD,
                 user,
                 dataset=dataset,
+                dataset_name=dataset.name,
                 filename=filename,
                 sha256=digest,
-                rows=len(frame),
-                columns=len(frame.columns),
+                size_bytes=size,
+                format=file_format,
             )
+            transaction.on_commit(lambda: enqueue_profiling(dataset.pk))
     except BaseException:
         # The record did not commit: do not leave its file behind.
         storage.delete_quietly(path)
@@ -92,13 +148,59 @@ def create_dataset(user, uploaded: UploadedFile, name: str = "") -> Dataset:
     return dataset
 
 
+def enqueue_profiling(dataset_id: int) -> None:
+    from ..tasks import profile_dataset_task
+
+    profile_dataset_task.delay(dataset_id)
+
+
 def load_frame(dataset: Dataset) -> pd.DataFrame:
-    """The dataset's rows as strings, read back from the stored original file."""
-    raw = storage.read_bytes(dataset.file_path)
-    if storage.sha256_hex(raw) != dataset.sha256:
-        raise InvalidInput("The stored dataset file does not match its recorded SHA-256.")
-    frame, _ = read_table(raw, TableFormat(encoding=dataset.encoding, delimiter=dataset.delimiter))
+    """The dataset's rows as strings ("" for missing), read back from the stored original file."""
+    if not dataset.file_path:
+        raise InvalidInput("This dataset's file was refused and is not stored.")
+    frame, _ = profiling.read_dataset_file(dataset)
     return frame
+
+
+# --- Deletion -----------------------------------------------------------------------------
+
+
+def delete_dataset(user, dataset: Dataset) -> None:
+    """Delete a dataset with no approved release; its audit events stay, naming it."""
+    dataset = get_dataset_for(user, dataset.pk)
+    states = set(dataset.requests.values_list("state", flat=True))
+    if ReleaseRequest.State.APPROVED in states:
+        raise InvalidInput("This dataset has an approved release and cannot be deleted.")
+    busy = states & {
+        ReleaseRequest.State.QUEUED,
+        ReleaseRequest.State.RUNNING,
+        ReleaseRequest.State.READY,
+    }
+    if busy:
+        raise InvalidInput(
+            "This dataset has a release request that is queued, running or waiting for review; "
+            "wait for its decision before deleting the dataset."
+        )
+    paths = [dataset.file_path] + list(dataset.requests.values_list("extract_path", flat=True))
+    with transaction.atomic():
+        audit.record(
+            AuditEvent.Action.DELETE,
+            user,
+            dataset_name=dataset.name,
+            dataset_id=dataset.pk,
+            filename=dataset.original_filename,
+            sha256=dataset.sha256,
+            requests_deleted=dataset.requests.count(),
+        )
+        for release_request in dataset.requests.all():
+            release_request.delete()
+        dataset.delete()
+    for path in paths:
+        if path:
+            storage.delete_quietly(path)
+
+
+# --- Tagging ------------------------------------------------------------------------------
 
 
 def _column(dataset: Dataset, column_id: int) -> DatasetColumn:
@@ -108,9 +210,18 @@ def _column(dataset: Dataset, column_id: int) -> DatasetColumn:
         raise Http404("No such column.") from None
 
 
+def _tagging_event(user, dataset: Dataset, column: DatasetColumn | None, **detail) -> None:
+    if column is not None:
+        detail["column"] = column.name
+    audit.record(
+        AuditEvent.Action.TAGGING, user, dataset=dataset, dataset_name=dataset.name, **detail
+    )
+
+
 def set_column_role(user, dataset: Dataset, column_id: int, role: str) -> DatasetColumn:
     """Change one column's role (identifier, quasi-identifier, sensitive or insensitive)."""
     dataset = get_dataset_for(user, dataset.pk)
+    ensure_ready(dataset)
     column = _column(dataset, column_id)
     if role not in Role.values:
         raise InvalidInput(f"Unknown role {role!r}.")
@@ -119,27 +230,125 @@ def set_column_role(user, dataset: Dataset, column_id: int, role: str) -> Datase
         with transaction.atomic():
             column.role = role
             column.save(update_fields=["role"])
-            audit.record(
-                AuditEvent.Action.TAGGING,
-                user,
-                dataset=dataset,
-                column=column.name,
-                role=role,
-                previous_role=previous,
-            )
+            _tagging_event(user, dataset, column, role=role, previous_role=previous)
     return column
 
 
-def set_hierarchy_file(user, dataset: Dataset, column_id: int, uploaded: UploadedFile) -> DatasetColumn:
+def accept_suggestions(user, dataset: Dataset) -> int:
+    """Give every column its suggested role; returns how many columns changed."""
+    dataset = get_dataset_for(user, dataset.pk)
+    ensure_ready(dataset)
+    changed = 0
+    with transaction.atomic():
+        for column in dataset.columns.all():
+            if column.suggested_role and column.role != column.suggested_role:
+                previous = column.role
+                column.role = column.suggested_role
+                column.save(update_fields=["role"])
+                _tagging_event(
+                    user,
+                    dataset,
+                    column,
+                    role=column.role,
+                    previous_role=previous,
+                    suggestion=column.suggestion_reason,
+                )
+                changed += 1
+    return changed
+
+
+def set_column_type(
+    user, dataset: Dataset, column_id: int, column_type: str, date_order: str = ""
+) -> DatasetColumn:
+    """Override a column's inferred type (and date order); its profile and chart follow."""
+    dataset = get_dataset_for(user, dataset.pk)
+    ensure_ready(dataset)
+    column = _column(dataset, column_id)
+    if column_type not in ColumnType.values:
+        raise InvalidInput(f"Unknown type {column_type!r}.")
+    if date_order and date_order not in DateOrder.values:
+        raise InvalidInput(f"Unknown date order {date_order!r}.")
+    if column_type != ColumnType.DATE:
+        date_order = ""
+    override = "" if column_type == column.inferred_type else column_type
+    if (override, date_order or column.date_order) == (column.type_override, column.date_order):
+        return column
+    series = load_frame(dataset)[column.name]
+    order = date_order or (
+        column.profile.get("date_order") if column_type == ColumnType.DATE else ""
+    )
+    profile = profiling.column_profile(series, column_type, order or "")
+    profile["inferred_type"] = column.inferred_type
+    with transaction.atomic():
+        column.type_override = override
+        column.date_order = order or ""
+        column.profile = profile
+        column.save(update_fields=["type_override", "date_order", "profile"])
+        _tagging_event(user, dataset, column, type=column_type, date_order=column.date_order)
+    return column
+
+
+# --- Hierarchies --------------------------------------------------------------------------
+
+
+def column_values(dataset: Dataset, column: DatasetColumn) -> list[str]:
+    return list(load_frame(dataset)[column.name].unique())
+
+
+def build_hierarchy(
+    dataset: Dataset, column: DatasetColumn, builder: str, params: dict
+) -> Hierarchy:
+    """The builder's hierarchy on the column's values (``InvalidInput`` naming the problem)."""
+    try:
+        return hierarchies.build(column_values(dataset, column), builder, params, column.name)
+    except HierarchyError as exc:
+        raise InvalidInput(str(exc)) from None
+
+
+def current_hierarchy(dataset: Dataset, column: DatasetColumn) -> Hierarchy:
+    if column.hierarchy_text:
+        return Hierarchy.from_arx_csv(column.hierarchy_text, attribute=column.name)
+    return Hierarchy.automatic(column_values(dataset, column), attribute=column.name)
+
+
+def set_hierarchy_builder(
+    user, dataset: Dataset, column_id: int, builder: str, params: dict
+) -> DatasetColumn:
+    """Build a hierarchy on the column's values and store it materialized in ARX format."""
+    dataset = get_dataset_for(user, dataset.pk)
+    ensure_ready(dataset)
+    column = _column(dataset, column_id)
+    if builder == DatasetColumn.HierarchySource.AUTOMATIC:
+        return use_automatic_hierarchy(user, dataset, column_id)
+    if builder not in {b for b, _ in hierarchies.BUILDERS}:
+        raise InvalidInput(f"Unknown hierarchy builder {builder!r}.")
+    hierarchy = build_hierarchy(dataset, column, builder, params)
+    with transaction.atomic():
+        column.hierarchy_source = builder
+        column.hierarchy_filename = ""
+        column.hierarchy_text = hierarchy.to_arx_csv()
+        column.hierarchy_height = hierarchy.height
+        column.hierarchy_params = params
+        column.save()
+        _tagging_event(
+            user, dataset, column, hierarchy=builder, params=params, levels=hierarchy.height
+        )
+    return column
+
+
+def set_hierarchy_file(
+    user, dataset: Dataset, column_id: int, uploaded: UploadedFile
+) -> DatasetColumn:
     """Attach an ARX-format hierarchy to a column after checking it covers the column's values."""
     dataset = get_dataset_for(user, dataset.pk)
+    ensure_ready(dataset)
     column = _column(dataset, column_id)
-    raw = uploaded.read()
-    if len(raw) > 20 * 1024 * 1024:
+    if uploaded.size is not None and uploaded.size > 20 * 1024 * 1024:
         raise InvalidInput("A hierarchy file may be at most 20 MB.")
+    raw = uploaded.read()
     try:
         hierarchy = Hierarchy.from_arx_csv(raw, attribute=column.name)
-        hierarchy.validate_against(load_frame(dataset)[column.name].unique())
+        hierarchy.validate_against(column_values(dataset, column))
     except HierarchyError as exc:
         raise InvalidInput(f"Hierarchy for {column.name}: {exc}") from None
     filename = PurePath(uploaded.name or "hierarchy.csv").name
@@ -148,33 +357,58 @@ def set_hierarchy_file(user, dataset: Dataset, column_id: int, uploaded: Uploade
         column.hierarchy_filename = filename
         column.hierarchy_text = hierarchy.to_arx_csv()
         column.hierarchy_height = hierarchy.height
+        column.hierarchy_params = {}
         column.save()
-        audit.record(
-            AuditEvent.Action.TAGGING,
-            user,
-            dataset=dataset,
-            column=column.name,
-            hierarchy=filename,
-            levels=hierarchy.height,
-        )
+        _tagging_event(user, dataset, column, hierarchy=filename, levels=hierarchy.height)
     return column
 
 
 def use_automatic_hierarchy(user, dataset: Dataset, column_id: int) -> DatasetColumn:
     dataset = get_dataset_for(user, dataset.pk)
+    ensure_ready(dataset)
     column = _column(dataset, column_id)
-    if column.hierarchy_source != DatasetColumn.HierarchySource.AUTOMATIC:
+    if column.hierarchy_source != DatasetColumn.HierarchySource.AUTOMATIC or column.hierarchy_text:
         with transaction.atomic():
             column.hierarchy_source = DatasetColumn.HierarchySource.AUTOMATIC
             column.hierarchy_filename = ""
             column.hierarchy_text = ""
             column.hierarchy_height = None
+            column.hierarchy_params = {}
             column.save()
-            audit.record(
-                AuditEvent.Action.TAGGING,
-                user,
-                dataset=dataset,
-                column=column.name,
-                hierarchy="automatic",
-            )
+            _tagging_event(user, dataset, column, hierarchy="automatic")
     return column
+
+
+def hierarchy_download(user, dataset_id: int, column_id: int) -> tuple[str, str]:
+    """(filename, ARX text) of a column's hierarchy, for its owner only."""
+    dataset = get_dataset_for(user, dataset_id)
+    ensure_ready(dataset)
+    column = _column(dataset, column_id)
+    hierarchy = current_hierarchy(dataset, column)
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in column.name)
+    return f"hierarchy_{safe}.csv", hierarchy.to_arx_csv()
+
+
+# --- Risk before release ------------------------------------------------------------------
+
+
+def reidentification_risk(dataset: Dataset) -> dict:
+    """Rows unique on the chosen quasi-identifiers, and the prosecutor risk of the data as is."""
+    quasi = list(dataset.columns.filter(role=Role.QUASI_IDENTIFIER).values_list("name", flat=True))
+    if not quasi or not dataset.is_ready:
+        return {"quasi_identifiers": quasi, "rows": dataset.row_count}
+    frame = load_frame(dataset)
+    sizes = class_sizes_of(frame, quasi)
+    summary = risk_summary(sizes)
+    unique_rows = int((sizes == 1).sum())
+    return {
+        "quasi_identifiers": quasi,
+        "rows": len(frame),
+        "unique_rows": unique_rows,
+        "unique_percent": 100.0 * unique_rows / len(frame) if len(frame) else 0.0,
+        "classes": int(sizes.size),
+        "smallest_class": int(sizes.min()) if sizes.size else 0,
+        "highest_percent": 100 * summary.highest,
+        "average_percent": 100 * summary.average,
+        "at_risk_percent": 100 * summary.records_at_risk,
+    }

@@ -1,50 +1,124 @@
-"""Dataset pages: the home page, upload, tagging, and making a release request."""
+"""Dataset pages: upload, profiling progress, column profiles, tagging, hierarchies, deletion."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from ..engine import HierarchyError
 from ..forms import ReleaseRequestForm, UploadForm
-from ..models import Role
-from ..services import InvalidInput, datasets
+from ..models import AuditEvent, DatasetColumn, Role
+from ..models.datasets import ColumnType, DateOrder
+from ..services import InvalidInput, audit, datasets, hierarchies, profiling, roles
 from ._common import is_htmx as _is_htmx
+
+# Multipart framing and the other fields around the file.
+UPLOAD_OVERHEAD_BYTES = 64 * 1024
+
+
+def _list_context(form, upload_error: str = "") -> dict:
+    return {
+        "form": form,
+        "upload_error": upload_error,
+        "max_upload_bytes": settings.MAX_UPLOAD_BYTES,
+        "limit_message": datasets.limit_message(),
+    }
 
 
 @require_http_methods(["GET", "POST"])
 def dataset_list(request: HttpRequest) -> HttpResponse:
     form = UploadForm()
     status = 200
+    upload_error = ""
     if request.method == "POST":
-        form = UploadForm(request.POST, request.FILES)
-        if form.is_valid():
+        roles.require(request.user, roles.STEWARDS, "upload datasets")
+        length = int(request.META.get("CONTENT_LENGTH") or 0)
+        if length > settings.MAX_UPLOAD_BYTES + UPLOAD_OVERHEAD_BYTES:
+            # Refused before the body is read: the file never reaches the disk.
+            upload_error = datasets.limit_message()
+            audit.record(
+                AuditEvent.Action.UPLOAD_REJECTED,
+                request.user,
+                filename="",
+                reason=datasets.limit_message(),
+                content_length=length,
+            )
+        else:
+            form = UploadForm(request.POST, request.FILES)
+        if form.is_bound and form.is_valid():
             try:
                 dataset = datasets.create_dataset(
-                    request.user, form.cleaned_data["file"], form.cleaned_data["name"]
+                    request.user,
+                    form.cleaned_data["file"],
+                    form.cleaned_data["name"],
+                    form.cleaned_data["sheet"],
                 )
             except InvalidInput as exc:
                 form.add_error("file", str(exc))
             else:
-                messages.success(request, f"Uploaded {dataset.name}: {dataset.row_count} rows.")
-                return redirect("releases:dataset_detail", dataset_id=dataset.pk)
+                messages.success(request, f"Uploaded {dataset.name}; reading and profiling it now.")
+                url = reverse("releases:dataset_detail", args=[dataset.pk])
+                if _is_htmx(request):
+                    return HttpResponse(status=204, headers={"HX-Redirect": url})
+                return redirect(url)
         status = 400
-    return render(
-        request,
-        "releases/dataset_list.html",
-        {"form": form, "datasets": datasets.datasets_for(request.user)},
-        status=status,
+        if _is_htmx(request):
+            # htmx swaps 200 answers only: the card with its error replaces the upload card.
+            return render(
+                request, "releases/partials/dataset_upload.html", _list_context(form, upload_error)
+            )
+    context = _list_context(form, upload_error)
+    context["datasets"] = datasets.datasets_for(request.user)
+    return render(request, "releases/dataset_list.html", context, status=status)
+
+
+def _decorate(column: DatasetColumn) -> DatasetColumn:
+    """Attach what the column's rows show besides the model's fields."""
+    column.chart = profiling.chart_svg(column.profile)
+    column.unique_percent = round(100 * column.unique_share, 1)
+    column.builder = (
+        column.hierarchy_source
+        if column.hierarchy_source != DatasetColumn.HierarchySource.UPLOADED
+        else DatasetColumn.HierarchySource.UPLOADED
     )
+    params = column.hierarchy_params or {}
+    column.widths_text = ", ".join(
+        str(int(w)) if float(w).is_integer() else str(w) for w in params.get("widths") or []
+    )
+    column.dayfirst = params.get("dayfirst", hierarchies.dayfirst_default(column))
+    return column
+
+
+def _column_context(dataset, column, **extra) -> dict:
+    return {
+        "dataset": dataset,
+        "column": _decorate(column),
+        "roles": Role.choices,
+        "column_types": ColumnType.choices,
+        "date_orders": DateOrder.choices,
+        "builders": hierarchies.BUILDERS,
+        **extra,
+    }
 
 
 def dataset_context(dataset, request_form=None) -> dict:
+    columns = [_decorate(c) for c in dataset.columns.all()]
     return {
         "dataset": dataset,
-        "columns": list(dataset.columns.all()),
+        "columns": columns,
         "roles": Role.choices,
+        "column_types": ColumnType.choices,
+        "date_orders": DateOrder.choices,
+        "builders": hierarchies.BUILDERS,
         "request_form": request_form or ReleaseRequestForm(),
         "requests": dataset.requests.select_related("requested_by")[:20],
+        "suggestions_pending": any(
+            c.suggested_role and c.suggested_role != c.role for c in columns
+        ),
     }
 
 
@@ -52,6 +126,55 @@ def dataset_context(dataset, request_form=None) -> dict:
 def dataset_detail(request: HttpRequest, dataset_id: int) -> HttpResponse:
     dataset = datasets.get_dataset_for(request.user, dataset_id)
     return render(request, "releases/dataset_detail.html", dataset_context(dataset))
+
+
+@require_GET
+def dataset_status(request: HttpRequest, dataset_id: int) -> HttpResponse:
+    """Polled while the file is read and profiled; reloads the page once it is final."""
+    dataset = datasets.get_dataset_for(request.user, dataset_id)
+    if dataset.is_final and _is_htmx(request):
+        return HttpResponse(status=200, headers={"HX-Refresh": "true"})
+    return render(request, "releases/partials/dataset_status.html", {"dataset": dataset})
+
+
+@require_GET
+def dataset_risk(request: HttpRequest, dataset_id: int) -> HttpResponse:
+    dataset = datasets.get_dataset_for(request.user, dataset_id)
+    error = ""
+    try:
+        risk = datasets.reidentification_risk(dataset)
+    except InvalidInput as exc:
+        risk, error = {}, str(exc)
+    return render(
+        request,
+        "releases/partials/dataset_risk.html",
+        {"dataset": dataset, "risk": risk, "error": error},
+    )
+
+
+@require_POST
+def dataset_delete(request: HttpRequest, dataset_id: int) -> HttpResponse:
+    dataset = datasets.get_dataset_for(request.user, dataset_id)
+    name = dataset.name
+    try:
+        datasets.delete_dataset(request.user, dataset)
+    except InvalidInput as exc:
+        messages.error(request, str(exc))
+        return redirect("releases:dataset_detail", dataset_id=dataset.pk)
+    messages.success(request, f"Deleted {name}.")
+    return redirect("releases:dataset_list")
+
+
+@require_POST
+def accept_suggestions(request: HttpRequest, dataset_id: int) -> HttpResponse:
+    dataset = datasets.get_dataset_for(request.user, dataset_id)
+    try:
+        changed = datasets.accept_suggestions(request.user, dataset)
+    except InvalidInput as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, f"Accepted the suggested roles ({changed} columns changed).")
+    return redirect(reverse("releases:dataset_detail", args=[dataset.pk]) + "#tagging")
 
 
 def _apply_column(request: HttpRequest, dataset, column) -> None:
@@ -66,6 +189,25 @@ def _apply_column(request: HttpRequest, dataset, column) -> None:
         datasets.use_automatic_hierarchy(request.user, dataset, column.pk)
 
 
+def _builder_params(request: HttpRequest, column) -> tuple[str, dict]:
+    data = {
+        "widths": request.POST.get(
+            f"widths-{column.pk}", request.GET.get(f"widths-{column.pk}", "")
+        ),
+        "dayfirst": request.POST.get(
+            f"dayfirst-{column.pk}", request.GET.get(f"dayfirst-{column.pk}")
+        ),
+    }
+    builder = request.POST.get(f"builder-{column.pk}") or request.GET.get(
+        f"builder-{column.pk}", ""
+    )
+    try:
+        params = hierarchies.params_from(data, builder)
+    except HierarchyError as exc:
+        raise InvalidInput(str(exc)) from None
+    return builder, params
+
+
 @require_POST
 def tagging(request: HttpRequest, dataset_id: int) -> HttpResponse:
     """The plain-form path: every column's role and hierarchy in one post."""
@@ -74,6 +216,19 @@ def tagging(request: HttpRequest, dataset_id: int) -> HttpResponse:
     for column in dataset.columns.all():
         try:
             _apply_column(request, dataset, column)
+            column.refresh_from_db()
+            builder = request.POST.get(f"builder-{column.pk}")
+            if (
+                column.role == Role.QUASI_IDENTIFIER
+                and builder
+                and builder != DatasetColumn.HierarchySource.UPLOADED
+                and f"hierarchy-{column.pk}" not in request.FILES
+            ):
+                builder, params = _builder_params(request, column)
+                if (builder, params) != (column.hierarchy_source, column.hierarchy_params or {}):
+                    datasets.set_hierarchy_builder(
+                        request.user, dataset, column.pk, builder, params
+                    )
         except InvalidInput as exc:
             errors.append(str(exc))
     for error in errors:
@@ -83,11 +238,32 @@ def tagging(request: HttpRequest, dataset_id: int) -> HttpResponse:
     return redirect("releases:dataset_detail", dataset_id=dataset.pk)
 
 
+def _column_response(request, dataset, column, error: str = "") -> HttpResponse:
+    if not _is_htmx(request):
+        if error:
+            messages.error(request, error)
+        return redirect(
+            reverse("releases:dataset_detail", args=[dataset.pk]) + f"#column-{column.pk}"
+        )
+    column.refresh_from_db()
+    response = render(
+        request,
+        "releases/partials/dataset_column_row.html",
+        _column_context(dataset, column, error=error),
+    )
+    response["HX-Trigger"] = "roles-changed"
+    return response
+
+
+def _owned_column(request, dataset_id: int, column_id: int):
+    dataset = datasets.get_dataset_for(request.user, dataset_id)
+    return dataset, dataset.columns.filter(pk=column_id).first()
+
+
 @require_POST
 def column_update(request: HttpRequest, dataset_id: int, column_id: int) -> HttpResponse:
-    """The htmx path: one column changed in place; answers with its table row."""
-    dataset = datasets.get_dataset_for(request.user, dataset_id)
-    column = dataset.columns.filter(pk=column_id).first()
+    """The htmx path: one column changed in place; answers with its rows."""
+    dataset, column = _owned_column(request, dataset_id, column_id)
     if column is None:
         return HttpResponse(status=404)
     error = ""
@@ -95,13 +271,73 @@ def column_update(request: HttpRequest, dataset_id: int, column_id: int) -> Http
         _apply_column(request, dataset, column)
     except InvalidInput as exc:
         error = str(exc)
-    if not _is_htmx(request):
-        if error:
-            messages.error(request, error)
-        return redirect("releases:dataset_detail", dataset_id=dataset.pk)
-    column.refresh_from_db()
-    return render(
-        request,
-        "releases/dataset_detail.html#column-row",
-        {"dataset": dataset, "column": column, "roles": Role.choices, "error": error},
-    )
+    return _column_response(request, dataset, column, error)
+
+
+@require_POST
+def column_type(request: HttpRequest, dataset_id: int, column_id: int) -> HttpResponse:
+    dataset, column = _owned_column(request, dataset_id, column_id)
+    if column is None:
+        return HttpResponse(status=404)
+    error = ""
+    try:
+        datasets.set_column_type(
+            request.user,
+            dataset,
+            column.pk,
+            request.POST.get(f"type-{column.pk}", ""),
+            request.POST.get(f"date-order-{column.pk}", ""),
+        )
+    except InvalidInput as exc:
+        error = str(exc)
+    return _column_response(request, dataset, column, error)
+
+
+@require_POST
+def column_hierarchy(request: HttpRequest, dataset_id: int, column_id: int) -> HttpResponse:
+    """Save the chosen builder's hierarchy, materialized on the column's values."""
+    dataset, column = _owned_column(request, dataset_id, column_id)
+    if column is None:
+        return HttpResponse(status=404)
+    error = ""
+    try:
+        builder, params = _builder_params(request, column)
+        datasets.set_hierarchy_builder(request.user, dataset, column.pk, builder, params)
+    except InvalidInput as exc:
+        error = str(exc)
+    return _column_response(request, dataset, column, error)
+
+
+@require_GET
+def hierarchy_preview(request: HttpRequest, dataset_id: int, column_id: int) -> HttpResponse:
+    """The levels the chosen builder makes on the column's actual values (htmx, live)."""
+    dataset, column = _owned_column(request, dataset_id, column_id)
+    if column is None:
+        return HttpResponse(status=404)
+    context = {"column": column, "error": "", "rows": [], "levels": []}
+    try:
+        datasets.ensure_ready(dataset)
+        builder, params = _builder_params(request, column)
+        if builder in ("", DatasetColumn.HierarchySource.UPLOADED):
+            hierarchy = datasets.current_hierarchy(dataset, column)
+        else:
+            hierarchy = datasets.build_hierarchy(dataset, column, builder, params)
+    except (InvalidInput, HierarchyError) as exc:
+        context["error"] = str(exc)
+    else:
+        context["rows"] = hierarchies.preview_rows(hierarchy)
+        context["levels"] = hierarchies.level_counts(hierarchy)
+        context["height"] = hierarchy.height
+        context["values"] = len(hierarchy.rows)
+    return render(request, "releases/partials/column_hierarchy_preview.html", context)
+
+
+@require_GET
+def hierarchy_download(request: HttpRequest, dataset_id: int, column_id: int) -> HttpResponse:
+    try:
+        filename, text = datasets.hierarchy_download(request.user, dataset_id, column_id)
+    except InvalidInput as exc:
+        return HttpResponse(str(exc), status=409, content_type="text/plain; charset=utf-8")
+    response = HttpResponse(text.encode("utf-8"), content_type="text/csv; charset=utf-8")
+    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    return response
