@@ -130,7 +130,10 @@ def _child_anjana() -> dict:
     hierarchies = {}
     for q in QIS:
         levels = pd.read_csv(
-            ADULT / f"adult_hierarchy_{q}.csv", sep=";", header=None, dtype=str,
+            ADULT / f"adult_hierarchy_{q}.csv",
+            sep=";",
+            header=None,
+            dtype=str,
             keep_default_na=False,
         )
         hierarchies[q] = {i: levels[i].tolist() for i in levels.columns}
@@ -185,8 +188,10 @@ def _fmt(x: float | None, unit: str = "s") -> str:
 
 
 def report() -> None:
-    print(f"Engine benchmark (Python {sys.version.split()[0]}); k={K}, "
-          f"suppression limit {SUPPRESSION}, QIs: {', '.join(QIS)}")
+    print(
+        f"Engine benchmark (Python {sys.version.split()[0]}); k={K}, "
+        f"suppression limit {SUPPRESSION}, QIs: {', '.join(QIS)}"
+    )
     results = {}
 
     print("\n[1] Adult, optimal search (30,162 rows)")
@@ -198,11 +203,16 @@ def report() -> None:
         # Generated in its own process: a child forked from a big parent would inherit the
         # parent's ru_maxrss and report it as its own peak.
         t0 = time.perf_counter()
-        subprocess.run([sys.executable, str(Path(__file__).resolve()), "--make-million",
-                        str(path)], check=True, cwd=ROOT)
+        subprocess.run(
+            [sys.executable, str(Path(__file__).resolve()), "--make-million", str(path)],
+            check=True,
+            cwd=ROOT,
+        )
         made = time.perf_counter() - t0
-        print(f"\n[2] 1,000,000 adult-like rows, optimal search (table generated in {made:.1f} s,"
-              f" not counted)")
+        print(
+            f"\n[2] 1,000,000 adult-like rows, optimal search (table generated in {made:.1f} s,"
+            f" not counted)"
+        )
         r = results["million"] = run_case("million", path)
         _print_engine(r, "million")
 
@@ -215,13 +225,17 @@ def report() -> None:
     if "error" in r:
         print(f"    failed: {r['error']}")
     else:
-        print(f"    anonymize: {_fmt(r['anonymize'])}   wall: {_fmt(r['wall'])}   "
-              f"peak: {r['peak_mb']:.0f} MB   rows out: {r['rows_out']}   "
-              f"achieved k: {r['achieved_k']}")
+        print(
+            f"    anonymize: {_fmt(r['anonymize'])}   wall: {_fmt(r['wall'])}   "
+            f"peak: {r['peak_mb']:.0f} MB   rows out: {r['rows_out']}   "
+            f"achieved k: {r['achieved_k']}"
+        )
         ours = results["adult"].get("anonymize")
         if ours:
-            print(f"    ratio anjana / ours (anonymize call): {r['anonymize'] / ours:.1f}x  "
-                  f"(ours {ours:.3f} s)")
+            print(
+                f"    ratio anjana / ours (anonymize call): {r['anonymize'] / ours:.1f}x  "
+                f"(ours {ours:.3f} s)"
+            )
 
 
 def _print_engine(r: dict, case: str) -> None:
@@ -229,19 +243,26 @@ def _print_engine(r: dict, case: str) -> None:
         print(f"    failed: {r['error']}")
         return
     target = TARGETS.get(case, "")
-    print(f"    wall (fresh process): {_fmt(r['wall'])}   read CSV: {_fmt(r['read'])}   "
-          f"anonymize: {_fmt(r['anonymize'])}   search: {_fmt(r['search'])}")
-    print(f"    transformations checked: {r['checked']}   peak memory: {r['peak_mb']:.0f} MB   "
-          f"levels: {r['levels']}")
-    print(f"    suppressed: {r['suppressed']}   classes: {r['classes']}   "
-          f"achieved k: {r['achieved_k']}   loss: {r['loss']:.4f}")
+    print(
+        f"    wall (fresh process): {_fmt(r['wall'])}   read CSV: {_fmt(r['read'])}   "
+        f"anonymize: {_fmt(r['anonymize'])}   search: {_fmt(r['search'])}"
+    )
+    print(
+        f"    transformations checked: {r['checked']}   peak memory: {r['peak_mb']:.0f} MB   "
+        f"levels: {r['levels']}"
+    )
+    print(
+        f"    suppressed: {r['suppressed']}   classes: {r['classes']}   "
+        f"achieved k: {r['achieved_k']}   loss: {r['loss']:.4f}"
+    )
     print(f"    target: {target} -> {'met' if _met(case, r) else 'MISSED'}")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--case", choices=["adult-optimal", "million", "adult-mondrian",
-                                           "adult-anjana"])
+    parser.add_argument(
+        "--case", choices=["adult-optimal", "million", "adult-mondrian", "adult-anjana"]
+    )
     parser.add_argument("--csv", type=Path)
     parser.add_argument("--make-million", type=Path, metavar="PATH")
     args = parser.parse_args()

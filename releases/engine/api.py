@@ -75,13 +75,13 @@ def validate_config(
     for bounds, what in ((config.min_levels, "minimum"), (config.max_levels, "maximum")):
         for name, level in bounds.items():
             if name not in config.quasi_identifiers:
-                raise EngineError(f"A {what} level is given for {name!r}, "
-                                  "which is not a quasi-identifier.")
+                raise EngineError(
+                    f"A {what} level is given for {name!r}, which is not a quasi-identifier."
+                )
             height = config.quasi_identifiers[name].height
             if not 0 <= int(level) < height:
                 raise EngineError(
-                    f"The {what} level of {name!r} must be between 0 and {height - 1}, "
-                    f"not {level}."
+                    f"The {what} level of {name!r} must be between 0 and {height - 1}, not {level}."
                 )
     for name, hierarchy in config.quasi_identifiers.items():
         if not isinstance(hierarchy, Hierarchy):
@@ -152,8 +152,7 @@ def anonymize(
             columns[col] = labels[table.codes[kept_class, i]]
         else:
             columns[col] = data[col].to_numpy()[keep_rows]
-    # Label each released row with its position in the input (a reviewer compares them).
-    extract = pd.DataFrame(columns, columns=list(columns), index=np.flatnonzero(keep_rows))
+    extract = pd.DataFrame(columns, columns=list(columns))
 
     # --- equivalence classes of the extract
     keep_classes = ~fails
@@ -201,7 +200,8 @@ def anonymize(
         level = found.levels[i]
         # Rows of each original value that are suppressed (released as "*").
         sup_v = np.bincount(
-            enc.base.codes[failing_base, i], weights=enc.base.counts[failing_base],
+            enc.base.codes[failing_base, i],
+            weights=enc.base.counts[failing_base],
             minlength=a.cardinality(0),
         )
         released_entropy += metrics.non_uniform_entropy_from_counts(
@@ -239,4 +239,5 @@ def anonymize(
         transformations_checked=int(found.transformations_checked),
         seconds=float(time.perf_counter() - started),
         heuristic=bool(found.heuristic),
+        source_rows=np.flatnonzero(keep_rows),
     )

@@ -51,26 +51,48 @@ class _Parser(argparse.ArgumentParser):
 
 
 def build_parser(prog: str = "anonymize") -> argparse.ArgumentParser:
-    p = _Parser(prog=prog, description="Anonymize a CSV file (k-anonymity, l-diversity, "
-                "t-closeness) and write the extract and a JSON report.")
+    p = _Parser(
+        prog=prog,
+        description="Anonymize a CSV file (k-anonymity, l-diversity, "
+        "t-closeness) and write the extract and a JSON report.",
+    )
     p.add_argument("input", metavar="INPUT", help="CSV file to anonymize")
     p.add_argument("--out", required=True, metavar="OUT.csv", help="where to write the extract")
     p.add_argument("--report", metavar="REPORT.json", help="where to write the JSON report")
-    p.add_argument("--qi", action="extend", nargs="+", default=[], required=True,
-                   metavar="COL[=HIERARCHY.csv]", help="quasi-identifier (and its ARX hierarchy)")
+    p.add_argument(
+        "--qi",
+        action="extend",
+        nargs="+",
+        default=[],
+        required=True,
+        metavar="COL[=HIERARCHY.csv]",
+        help="quasi-identifier (and its ARX hierarchy)",
+    )
     p.add_argument("--sensitive", action="extend", nargs="+", default=[], metavar="COL")
-    p.add_argument("--identifier", action="extend", nargs="+", default=[], metavar="COL",
-                   help="direct identifier: dropped from the extract")
+    p.add_argument(
+        "--identifier",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="COL",
+        help="direct identifier: dropped from the extract",
+    )
     p.add_argument("--k", type=int, required=True, metavar="N")
     p.add_argument("--l", type=float, metavar="N")
     p.add_argument("--l-variant", choices=["distinct", "entropy", "recursive"], default="distinct")
     p.add_argument("--c", type=float, metavar="C", help="c of recursive (c,l)-diversity")
     p.add_argument("--t", type=float, metavar="T")
     p.add_argument("--t-distance", choices=["equal", "ordered", "hierarchical"], default="equal")
-    p.add_argument("--sensitive-hierarchy", action="extend", nargs="+", default=[],
-                   metavar="COL=FILE")
-    p.add_argument("--suppression-limit", type=float, default=0.0, metavar="F",
-                   help="share of rows (0 to 1) that may be suppressed")
+    p.add_argument(
+        "--sensitive-hierarchy", action="extend", nargs="+", default=[], metavar="COL=FILE"
+    )
+    p.add_argument(
+        "--suppression-limit",
+        type=float,
+        default=0.0,
+        metavar="F",
+        help="share of rows (0 to 1) that may be suppressed",
+    )
     p.add_argument("--algorithm", choices=["optimal", "mondrian"], default="optimal")
     p.add_argument("--delimiter", metavar="D", help="input delimiter (detected when omitted)")
     return p
@@ -116,8 +138,14 @@ def read_table(path: str, delimiter: str | None = None) -> tuple[pd.DataFrame, s
         raise CliError(f"{path} is empty")
     sep = delimiter or detect_delimiter(text)
     try:
-        df = pd.read_csv(io.StringIO(text), sep=sep, dtype=str, keep_default_na=False,
-                         na_filter=False, engine="c")
+        df = pd.read_csv(
+            io.StringIO(text),
+            sep=sep,
+            dtype=str,
+            keep_default_na=False,
+            na_filter=False,
+            engine="c",
+        )
     except (pd.errors.ParserError, ValueError) as exc:
         raise CliError(f"cannot parse {path} as CSV: {str(exc).strip().splitlines()[0]}") from None
     dupes = df.columns[df.columns.duplicated()].tolist()
@@ -270,8 +298,12 @@ def execute(argv: Sequence[str], stdout: TextIO | None = None, prog: str = "anon
         )
 
 
-def run(argv: Sequence[str], stdout: TextIO | None = None, stderr: TextIO | None = None,
-        prog: str = "anonymize") -> int:
+def run(
+    argv: Sequence[str],
+    stdout: TextIO | None = None,
+    stderr: TextIO | None = None,
+    prog: str = "anonymize",
+) -> int:
     """Run the command line ``argv`` (without the program name); returns the exit status.
 
     0 on success; 2 (after one line on stderr) for bad arguments, unreadable or invalid input,

@@ -332,8 +332,13 @@ class Hierarchy:
             else:
                 decade = ts.year // 10 * 10
                 rows.append(
-                    (v, f"{ts.year:04d}-{ts.month:02d}", f"{ts.year:04d}",
-                     f"{decade:04d}-{decade + 9:04d}", SUPPRESSED_VALUE)
+                    (
+                        v,
+                        f"{ts.year:04d}-{ts.month:02d}",
+                        f"{ts.year:04d}",
+                        f"{decade:04d}-{decade + 9:04d}",
+                        SUPPRESSED_VALUE,
+                    )
                 )
         return cls(tuple(rows), attribute, "dates")
 

@@ -119,9 +119,7 @@ class Table:
         )
 
 
-def _group(
-    cols: list[np.ndarray], cards: list[int]
-) -> tuple[np.ndarray, int, np.ndarray | None]:
+def _group(cols: list[np.ndarray], cards: list[int]) -> tuple[np.ndarray, int, np.ndarray | None]:
     """Number the distinct combinations of code columns.
 
     Returns ``(inverse, n_groups, codes)``: ``codes`` is the (groups x columns) code matrix when
@@ -198,8 +196,9 @@ class EncodedData:
                 shares.append(np.array([by_label[lab] for lab in labels[level]]))
             frequency = np.bincount(codes, minlength=len(values)).astype(np.int64)
             attributes.append(
-                Attribute(name, hierarchy, [g.astype(np.int32) for g in gen], labels, shares,
-                          frequency)
+                Attribute(
+                    name, hierarchy, [g.astype(np.int32) for g in gen], labels, shares, frequency
+                )
             )
             row_codes.append(codes.astype(np.int64))
         cards = [a.cardinality(0) for a in attributes]
@@ -229,12 +228,16 @@ class EncodedData:
             )
             if model is not None and model.t is not None:
                 contexts[name] = TContext.build(
-                    codes, model.t_distance, labels_s,
-                    (sensitive_hierarchies or {}).get(name), n_values=len(labels_s),
+                    codes,
+                    model.t_distance,
+                    labels_s,
+                    (sensitive_hierarchies or {}).get(name),
+                    n_values=len(labels_s),
                 )
         base = Table(tuple([0] * len(attributes)), base_codes, counts, sens_counts)
-        return cls(attributes, n, base, row_class.astype(np.int64), contexts, sens_codes,
-                   sens_labels)
+        return cls(
+            attributes, n, base, row_class.astype(np.int64), contexts, sens_codes, sens_labels
+        )
 
     # ------------------------------------------------------------------------------ roll-up
     def rollup(
@@ -265,8 +268,7 @@ class EncodedData:
                 codes[inverse, i] = col
         counts = np.bincount(inverse, weights=table.counts, minlength=g).astype(np.int64)
         sensitive = (
-            {k: s.regroup(inverse, g) for k, s in table.sensitive.items()} if with_sensitive
-            else {}
+            {k: s.regroup(inverse, g) for k, s in table.sensitive.items()} if with_sensitive else {}
         )
         return Table(tuple(int(v) for v in levels), codes, counts, sensitive), inverse
 
@@ -360,7 +362,7 @@ class _Searcher:
         best: Table | None = None
         for i, v in enumerate(node):
             if v > self.lo[i]:
-                pred = node[:i] + (v - 1,) + node[i + 1:]
+                pred = node[:i] + (v - 1,) + node[i + 1 :]
                 t = self.cache.get(pred)
                 if t is not None and (best is None or len(t.counts) < len(best.counts)):
                     best = t
@@ -399,7 +401,7 @@ class _Searcher:
         if source is None:
             for i, v in enumerate(node):
                 if v > self.lo[i]:
-                    pred = node[:i] + (v - 1,) + node[i + 1:]
+                    pred = node[:i] + (v - 1,) + node[i + 1 :]
                     t = self.sub_cache.get(pred) or self.cache.get(pred)
                     if t is not None and (source is None or len(t.counts) < len(source.counts)):
                         source = t
@@ -456,12 +458,14 @@ def search(
     if n_nodes > MAX_NODES:
         return _greedy(s, reason="lattice")
 
-    grids = np.meshgrid(*[np.arange(a, b + 1) for a, b in zip(lo, hi, strict=True)],
-                        indexing="ij")
+    grids = np.meshgrid(*[np.arange(a, b + 1) for a, b in zip(lo, hi, strict=True)], indexing="ij")
     nodes = np.stack([g.reshape(-1) for g in grids], axis=1) if d else np.zeros((1, 0), np.int64)
     bounds_by_attr = enc.bound_matrix()
-    per_attr = np.stack([bounds_by_attr[i][nodes[:, i]] for i in range(d)], axis=1) if d else \
-        np.zeros((1, 0))
+    per_attr = (
+        np.stack([bounds_by_attr[i][nodes[:, i]] for i in range(d)], axis=1)
+        if d
+        else np.zeros((1, 0))
+    )
     bound = metrics.geometric_mean(per_attr, axis=1) if d else np.zeros(1)
     keys = [nodes[:, i] for i in range(d - 1, -1, -1)] + [nodes.sum(axis=1), bound]
     order = np.lexsort(keys)
@@ -528,7 +532,8 @@ def search(
         while True:
             options = [
                 (log_bounds[i][current[i] + 1] - log_bounds[i][current[i]], i)
-                for i in range(d) if current[i] < hi[i]
+                for i in range(d)
+                if current[i] < hi[i]
             ]
             if not options:
                 return path
@@ -584,7 +589,7 @@ def _greedy(s: _Searcher, reason: str) -> SearchResult:
         candidates = []
         for i in range(len(node)):
             if node[i] < s.hi[i]:
-                nxt = node[:i] + (node[i] + 1,) + node[i + 1:]
+                nxt = node[:i] + (node[i] + 1,) + node[i + 1 :]
                 v, sup, lo_ = s.evaluate(nxt)
                 candidates.append(((not v), sup, lo_, sum(nxt), nxt))
         if not candidates:
@@ -593,8 +598,12 @@ def _greedy(s: _Searcher, reason: str) -> SearchResult:
         invalid_flag, suppressed, loss, _, node = candidates[0]
         valid = not invalid_flag
         taken += 1
-        s.report(taken / max(steps, 1), "searching greedily (lattice too large)"
-                 if reason == "lattice" else "searching greedily (time limit reached)")
+        s.report(
+            taken / max(steps, 1),
+            "searching greedily (lattice too large)"
+            if reason == "lattice"
+            else "searching greedily (time limit reached)",
+        )
     return SearchResult(node, float(loss), suppressed, s.checked, True)
 
 
@@ -604,7 +613,8 @@ def _no_solution_message(model: PrivacyModel) -> str:
         parts.append(f"k={model.k}")
     if model.l is not None:
         parts.append(
-            f"recursive ({model.c:g},{model.l:g})-diversity" if model.l_variant == "recursive"
+            f"recursive ({model.c:g},{model.l:g})-diversity"
+            if model.l_variant == "recursive"
             else f"{model.l_variant} {model.l:g}-diversity"
         )
     if model.t is not None:

@@ -104,9 +104,7 @@ def granularity(per_attribute: np.ndarray) -> float:
     return float(np.mean(per_attribute))
 
 
-def precision(
-    levels: Sequence[int], heights: Sequence[int], suppressed: int, n: int
-) -> float:
+def precision(levels: Sequence[int], heights: Sequence[int], suppressed: int, n: int) -> float:
     """Sweeney's precision loss, with suppressed rows fully generalized (as ARX does):
 
         Prec = 1/d * sum_i ( (n - s) * L_i / (h_i - 1) + s ) / n

@@ -422,9 +422,7 @@ def anonymize_mondrian(
 
     def counts_of(rows: np.ndarray) -> list[np.ndarray]:
         assert S is not None
-        return [
-            np.bincount(S[rows, j], minlength=s.m)[None, :] for j, s in enumerate(sensitive)
-        ]
+        return [np.bincount(S[rows, j], minlength=s.m)[None, :] for j, s in enumerate(sensitive)]
 
     # The whole table must satisfy the model: Mondrian never suppresses.
     if n < k:
@@ -490,9 +488,7 @@ def anonymize_mondrian(
                     if check_sensitive:
                         ca = counts_of(a)
                         whole = counts_of(idx)
-                        batch = [
-                            np.vstack([x, w - x]) for x, w in zip(ca, whole, strict=True)
-                        ]
+                        batch = [np.vstack([x, w - x]) for x, w in zip(ca, whole, strict=True)]
                         if _fails_sensitive(batch, sensitive, model):
                             continue
                     split = (a, b)
@@ -633,9 +629,9 @@ def _build_result(
         fails[bad] = np.where(fails[bad] == "", label, fails[bad] + "," + label)
     classes["fails"] = fails
     # Same order as the optimal search's table: smallest classes first.
-    classes = classes.sort_values(
-        ["size", *[q.name for q in qis]], kind="stable"
-    ).reset_index(drop=True)
+    classes = classes.sort_values(["size", *[q.name for q in qis]], kind="stable").reset_index(
+        drop=True
+    )
 
     per_attribute = np.array(list(loss_per_attribute.values()))
     metric_values: dict[str, Any] = {
@@ -649,9 +645,7 @@ def _build_result(
     }
     if progress is not None:
         progress(1.0, "Mondrian done")
-    heights = {
-        q: int(getattr(h, "height", 0) or 0) for q, h in config.quasi_identifiers.items()
-    }
+    heights = {q: int(getattr(h, "height", 0) or 0) for q, h in config.quasi_identifiers.items()}
     return AnonymizationResult(
         data=data_out,
         algorithm="mondrian",
@@ -669,6 +663,7 @@ def _build_result(
         risk_after=risk_summary(sizes),
         transformations_checked=evaluated,
         seconds=time.perf_counter() - start,
+        source_rows=np.arange(n),  # Mondrian keeps every row, in input order
     )
 
 

@@ -125,8 +125,11 @@ class SensitiveCounts:
         new_index = np.cumsum(keep) - 1
         cells = keep[self.group]
         return SensitiveCounts(
-            new_index[self.group[cells]], self.value[cells], self.count[cells],
-            int(keep.sum()), self.n_values,
+            new_index[self.group[cells]],
+            self.value[cells],
+            self.count[cells],
+            int(keep.sum()),
+            self.n_values,
         )
 
     def sizes(self) -> np.ndarray:
@@ -316,7 +319,7 @@ def t_distance(sc: SensitiveCounts, ctx: TContext) -> np.ndarray:
         inv = np.argsort(ctx.rank)
         for start, p in _dense_chunks(sc):
             cum = np.cumsum(p[:, inv] - q[inv], axis=1)
-            out[start:start + len(p)] = np.abs(cum).sum(axis=1) / (m - 1)
+            out[start : start + len(p)] = np.abs(cum).sum(axis=1) / (m - 1)
         return out
     if ctx.distance == "hierarchical":
         parents = ctx.parents or []
@@ -340,7 +343,7 @@ def t_distance(sc: SensitiveCounts, ctx: TContext) -> np.ndarray:
                 total += (j / height) * np.minimum(pos, neg).sum(axis=1)
                 extra = extra @ member
                 child_of = parent
-            out[start:start + len(p)] = total
+            out[start : start + len(p)] = total
         return out
     raise EngineError(f"Unknown t-closeness distance {ctx.distance!r}.")
 

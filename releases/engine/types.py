@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
+    import numpy as np
     import pandas as pd
 
     from .hierarchy import Hierarchy
@@ -125,8 +126,9 @@ class AnonymizationResult:
     """The extract and everything a privacy officer needs to judge it.
 
     ``data``: the released rows (identifiers dropped, suppressed rows removed, quasi-identifiers
-    generalized), other columns in their original order and unchanged; its index holds each
-    released row's position in the input, so a row can be shown next to its original.
+    generalized), other columns in their original order and unchanged.
+    ``source_rows``: for each row of ``data``, its position in the input, so that a released
+    row can be shown next to its original.
     ``classes``: one row per equivalence class of the extract: a column per quasi-identifier
     (released value), ``size``, and for each sensitive attribute S the columns
     ``S:distinct_l``, ``S:entropy_l`` and ``S:t``; ``fails`` holds the names of the models the
@@ -150,6 +152,7 @@ class AnonymizationResult:
     transformations_checked: int
     seconds: float
     heuristic: bool = False
+    source_rows: np.ndarray | None = None
 
     def report(self) -> dict[str, Any]:
         """A JSON-serialisable summary (the command line's ``--report`` and the stored summary)."""

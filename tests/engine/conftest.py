@@ -12,8 +12,14 @@ from releases.engine import Hierarchy
 
 ADULT_DIR = Path(__file__).resolve().parent.parent / "data" / "adult"
 ADULT_QIS = [
-    "age", "education", "marital-status", "native-country", "occupation", "race",
-    "salary-class", "sex",
+    "age",
+    "education",
+    "marital-status",
+    "native-country",
+    "occupation",
+    "race",
+    "salary-class",
+    "sex",
 ]
 
 

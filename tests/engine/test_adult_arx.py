@@ -12,28 +12,51 @@ import pytest
 
 from releases.engine import AnonymizationConfig, PrivacyModel, anonymize
 
-QIS = ["age", "education", "marital-status", "native-country", "occupation", "race",
-       "salary-class", "sex"]
+QIS = [
+    "age",
+    "education",
+    "marital-status",
+    "native-country",
+    "occupation",
+    "race",
+    "salary-class",
+    "sex",
+]
 
 ARX_OPTIMA = [
     # model, suppression limit, levels (None: occupation is sensitive), suppressed, classes, Loss
     ("k=5", PrivacyModel(k=5), [4, 3, 1, 2, 1, 1, 0, 0], 0, 24, 0.5266),
-    ("k=5", PrivacyModel(k=5, suppression_limit=0.05), [3, 1, 0, 1, 2, 0, 0, 0], 1398, 379,
-     0.2146),
-    ("k=10", PrivacyModel(k=10, suppression_limit=0.05), [3, 1, 1, 1, 2, 0, 0, 0], 1449, 191,
-     0.2676),
+    ("k=5", PrivacyModel(k=5, suppression_limit=0.05), [3, 1, 0, 1, 2, 0, 0, 0], 1398, 379, 0.2146),
+    (
+        "k=10",
+        PrivacyModel(k=10, suppression_limit=0.05),
+        [3, 1, 1, 1, 2, 0, 0, 0],
+        1449,
+        191,
+        0.2676,
+    ),
     ("distinct 2-diversity", PrivacyModel(l=2), [4, 3, 0, 2, None, 1, 0, 0], 0, 28, 0.4860),
-    ("distinct 2-diversity", PrivacyModel(l=2, suppression_limit=0.05),
-     [3, 1, 0, 0, None, 0, 0, 0], 1332, 843, 0.0934),
+    (
+        "distinct 2-diversity",
+        PrivacyModel(l=2, suppression_limit=0.05),
+        [3, 1, 0, 0, None, 0, 0, 0],
+        1332,
+        843,
+        0.0934,
+    ),
 ]
 
 
 def _config(model, levels, hierarchies):
     qis = [q for q, lv in zip(QIS, levels, strict=True) if lv is not None]
     sensitive = [q for q, lv in zip(QIS, levels, strict=True) if lv is None]
-    return AnonymizationConfig(
-        quasi_identifiers={q: hierarchies[q] for q in qis}, model=model, sensitive=sensitive
-    ), qis, sensitive
+    return (
+        AnonymizationConfig(
+            quasi_identifiers={q: hierarchies[q] for q in qis}, model=model, sensitive=sensitive
+        ),
+        qis,
+        sensitive,
+    )
 
 
 @pytest.mark.parametrize(
@@ -41,8 +64,9 @@ def _config(model, levels, hierarchies):
     ARX_OPTIMA,
     ids=[f"{row[0]}, {row[1].suppression_limit:g}" for row in ARX_OPTIMA],
 )
-def test_adult_optimum_matches_arx(adult, adult_hierarchies, label, model, levels, suppressed,
-                                   classes, loss):
+def test_adult_optimum_matches_arx(
+    adult, adult_hierarchies, label, model, levels, suppressed, classes, loss
+):
     config, qis, sensitive = _config(model, levels, adult_hierarchies)
     result = anonymize(adult, config)
     assert [result.levels[q] for q in qis] == [lv for lv in levels if lv is not None]

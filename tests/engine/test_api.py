@@ -28,8 +28,9 @@ REPO = Path(__file__).resolve().parents[2]
 def _config(table, **kwargs):
     data, hierarchies, disease = table
     kwargs.setdefault("identifiers", ["name"])
-    return AnonymizationConfig(quasi_identifiers=hierarchies,
-                               sensitive_hierarchies={"disease": disease}, **kwargs)
+    return AnonymizationConfig(
+        quasi_identifiers=hierarchies, sensitive_hierarchies={"disease": disease}, **kwargs
+    )
 
 
 @pytest.fixture(scope="module")
@@ -52,8 +53,10 @@ def released(table_factory):
         (dict(min_levels={"salary": 1}), r"'salary', which is not a quasi-identifier"),
         (dict(max_levels={"age": 9}), r"maximum level of 'age' must be between 0 and 3"),
         (dict(algorithm="magic"), r"Unknown algorithm"),
-        (dict(model=PrivacyModel(t=0.2, t_distance="hierarchical"), sensitive=["salary"]),
-         r"needs a hierarchy for the sensitive attribute 'salary'"),
+        (
+            dict(model=PrivacyModel(t=0.2, t_distance="hierarchical"), sensitive=["salary"]),
+            r"needs a hierarchy for the sensitive attribute 'salary'",
+        ),
     ],
 )
 def test_configuration_errors_are_one_clear_sentence(small_table, change, message):
@@ -98,8 +101,9 @@ def test_extract_columns_rows_and_values(released):
 
 def test_suppressed_rows_are_exactly_the_failing_classes(released):
     (data, hierarchies, _), result = released
-    generalized = data.assign(**{q: data[q].map(hierarchies[q].mapping(result.levels[q]))
-                                 for q in QIS})
+    generalized = data.assign(
+        **{q: data[q].map(hierarchies[q].mapping(result.levels[q])) for q in QIS}
+    )
     groups = generalized.groupby(QIS)
     bad = (groups["row"].transform("size") < 5) | (groups["disease"].transform("nunique") < 2)
     assert sorted(generalized.loc[bad, "row"]) == sorted(set(data["row"]) - set(result.data["row"]))
@@ -109,9 +113,13 @@ def test_classes_table(released):
     _, result = released
     classes = result.classes
     assert list(classes.columns) == QIS + [
-        "size", "disease:distinct_l", "disease:entropy_l", "disease:t", "fails"]
-    by_groupby = result.data.groupby(QIS).agg(size=("row", "size"),
-                                                   distinct=("disease", "nunique"))
+        "size",
+        "disease:distinct_l",
+        "disease:entropy_l",
+        "disease:t",
+        "fails",
+    ]
+    by_groupby = result.data.groupby(QIS).agg(size=("row", "size"), distinct=("disease", "nunique"))
     assert len(classes) == len(by_groupby)
     merged = classes.merge(by_groupby.reset_index(), on=QIS)
     assert (merged["size_x"] == merged["size_y"]).all()
@@ -141,15 +149,17 @@ def test_metrics_recomputed_independently(released):
     values = np.array(list(per_attribute.values()))
     assert m["loss"] == pytest.approx(np.prod((values + 1) ** (1 / 4)) - 1)
     assert m["granularity"] == pytest.approx(values.mean())
-    precision = np.mean([((n - s) * result.levels[q] / (hierarchies[q].height - 1) + s) / n
-                         for q in QIS])
+    precision = np.mean(
+        [((n - s) * result.levels[q] / (hierarchies[q].height - 1) + s) / n for q in QIS]
+    )
     assert m["precision"] == pytest.approx(precision)
     sizes = result.data.groupby(QIS).size()
     assert m["discernibility"] == int((sizes**2).sum()) + s * n
     assert m["average_class_size"] == pytest.approx(len(result.data) / len(sizes))
     # Non-uniform entropy: sum over rows of -log2 P(original | released), suppressed -> "*".
     released_values = data[["row"] + QIS].merge(
-        result.data[["row"] + QIS], on="row", how="left", suffixes=("", "_out"))
+        result.data[["row"] + QIS], on="row", how="left", suffixes=("", "_out")
+    )
     entropy = 0.0
     for q in QIS:
         out = released_values[f"{q}_out"].fillna("<suppressed>")
@@ -173,8 +183,11 @@ def test_risk_before_and_after(released):
 
 def test_progress_is_reported_within_0_and_1(small_table):
     seen = []
-    anonymize(small_table[0], _config(small_table, model=PrivacyModel(k=4)),
-              progress=lambda f, stage: seen.append((f, stage)))
+    anonymize(
+        small_table[0],
+        _config(small_table, model=PrivacyModel(k=4)),
+        progress=lambda f, stage: seen.append((f, stage)),
+    )
     assert seen and all(0.0 <= f <= 1.0 and isinstance(stage, str) for f, stage in seen)
     assert seen[-1][0] == 1.0
 
@@ -185,8 +198,9 @@ def test_non_string_cells_are_coerced(small_table):
     data.loc[0, "marital"] = None
     hierarchies = dict(small_table[1])
     hierarchies["marital"] = Hierarchy(hierarchies["marital"].rows + (("", "", "*"),))
-    result = anonymize(data, AnonymizationConfig(quasi_identifiers=hierarchies,
-                                                 model=PrivacyModel(k=3)))
+    result = anonymize(
+        data, AnonymizationConfig(quasi_identifiers=hierarchies, model=PrivacyModel(k=3))
+    )
     assert result.data.groupby(QIS).size().min() >= 3
 
 
@@ -210,7 +224,8 @@ def test_empty_extract_when_everything_may_be_suppressed():
     data = pd.DataFrame({"a": ["1", "2", "3"], "b": ["x", "y", "z"]})
     config = AnonymizationConfig(
         quasi_identifiers={"a": Hierarchy.categorical(data["a"])},
-        model=PrivacyModel(k=3, l=2, suppression_limit=1.0), sensitive=["b"],
+        model=PrivacyModel(k=3, l=2, suppression_limit=1.0),
+        sensitive=["b"],
     )
     result = anonymize(data, config)
     # Suppressing all 3 rows costs the same Loss as generalizing a to "*" (gs-factor 0.5
@@ -224,7 +239,7 @@ def test_empty_extract_when_everything_may_be_suppressed():
 
 
 def test_extract_rows_keep_their_input_positions():
-    """The extract's index points each released row back to its row in the input."""
+    """``source_rows`` points each released row back to its row in the input."""
     rng = np.random.default_rng(3)
     data = pd.DataFrame(
         {
@@ -245,4 +260,5 @@ def test_extract_rows_keep_their_input_positions():
         )
         result = anonymize(data, config)
         # "note" is released unchanged, so it names the input row each extract row came from.
-        assert [f"row {i}" for i in result.data.index] == result.data["note"].tolist()
+        assert [f"row {i}" for i in result.source_rows] == result.data["note"].tolist()
+        assert isinstance(result.data.index, pd.RangeIndex)

@@ -55,9 +55,30 @@ def test_success_writes_a_k_anonymous_extract_and_a_report(tmp_path, algorithm):
     inp = write_csv(src, tmp_path / "in.csv")
     out, rep = tmp_path / "out.csv", tmp_path / "report.json"
     status, stdout, stderr = call(
-        [inp, "--out", out, "--report", rep, "--qi", "age", "city", "--qi", "sex",
-         "--identifier", "name", "--sensitive", "diagnosis", "--k", "10", "--l", "2",
-         "--suppression-limit", "0.05", "--algorithm", algorithm]
+        [
+            inp,
+            "--out",
+            out,
+            "--report",
+            rep,
+            "--qi",
+            "age",
+            "city",
+            "--qi",
+            "sex",
+            "--identifier",
+            "name",
+            "--sensitive",
+            "diagnosis",
+            "--k",
+            "10",
+            "--l",
+            "2",
+            "--suppression-limit",
+            "0.05",
+            "--algorithm",
+            algorithm,
+        ]
     )
     assert (status, stderr) == (0, "")
     assert "rows released" in stdout
@@ -84,9 +105,18 @@ def test_hierarchy_file_semicolons_and_unnamed_columns_unchanged(tmp_path):
     inp = write_csv(small, tmp_path / "adult.csv", sep=";")
     out = tmp_path / "out.csv"
     status, _, err = call(
-        [inp, "--out", out, "--qi", f"age={ADULT / 'adult_hierarchy_age.csv'}",
-         f"education={ADULT / 'adult_hierarchy_education.csv'}", "--k", "5",
-         "--suppression-limit", "0.02"]
+        [
+            inp,
+            "--out",
+            out,
+            "--qi",
+            f"age={ADULT / 'adult_hierarchy_age.csv'}",
+            f"education={ADULT / 'adult_hierarchy_education.csv'}",
+            "--k",
+            "5",
+            "--suppression-limit",
+            "0.02",
+        ]
     )
     assert status == 0, err
     res = read_out(out, sep=";")  # the input's delimiter is kept
@@ -96,8 +126,9 @@ def test_hierarchy_file_semicolons_and_unnamed_columns_unchanged(tmp_path):
     # the original age in the hierarchy file.
     chains = {
         r[0]: set(r)
-        for r in pd.read_csv(ADULT / "adult_hierarchy_age.csv", sep=";", header=None,
-                             dtype=str).itertuples(index=False)
+        for r in pd.read_csv(
+            ADULT / "adult_hierarchy_age.csv", sep=";", header=None, dtype=str
+        ).itertuples(index=False)
     }
     original = small.set_index("rid").loc[res["rid"]]
     assert res["rid"].astype(int).is_monotonic_increasing
@@ -142,14 +173,40 @@ def _bad_hierarchy(tmp_path: Path) -> Path:
         (["--qi", "city={hier}", "--k", "2"], "Nice"),
         (["--qi", "city={tmp}/nope.csv", "--k", "2"], "nope.csv"),
         (["--qi", "age", "--k", "2", "--l", "9", "--sensitive", "diagnosis"], "9-diversity"),
-        (["--qi", "age", "--k", "2", "--l", "9", "--sensitive", "diagnosis",
-          "--algorithm", "mondrian"], "l-diversity"),
+        (
+            [
+                "--qi",
+                "age",
+                "--k",
+                "2",
+                "--l",
+                "9",
+                "--sensitive",
+                "diagnosis",
+                "--algorithm",
+                "mondrian",
+            ],
+            "l-diversity",
+        ),
         (["--qi", "age", "--k", "2", "--l-variant", "bogus"], "bogus"),
         (["--qi", "age", "--k", "0"], "k must be"),
         (["--qi", "age", "--k", "500"], "500"),
         (["--qi", "age", "--k", "2", "--l", "2"], "sensitive"),
-        (["--qi", "age", "--k", "2", "--t", "0.1", "--sensitive", "diagnosis",
-          "--t-distance", "hierarchical"], "hierarch"),
+        (
+            [
+                "--qi",
+                "age",
+                "--k",
+                "2",
+                "--t",
+                "0.1",
+                "--sensitive",
+                "diagnosis",
+                "--t-distance",
+                "hierarchical",
+            ],
+            "hierarch",
+        ),
     ],
 )
 def test_errors_exit_2_with_one_line_and_no_output(tmp_path, args, expected):
@@ -172,8 +229,9 @@ def test_missing_output_folder(tmp_path):
     assert status == 2 and "does not exist" in err
     # the report cannot be written: the extract is not written either
     out = tmp_path / "out.csv"
-    status, _, err = call([inp, "--out", out, "--report", tmp_path / "no" / "r.json",
-                           "--qi", "age", "--k", "2"])
+    status, _, err = call(
+        [inp, "--out", out, "--report", tmp_path / "no" / "r.json", "--qi", "age", "--k", "2"]
+    )
     assert status == 2 and not out.exists()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in.csv"]
 
@@ -184,11 +242,20 @@ def test_help_exits_0(capsys):
 
 
 def test_neutralise_formulas():
-    df = pd.DataFrame({"a": ["=HYPERLINK(1)", "+1+1", "-2", "+3.5", "@SUM", "a=b", "", "\tx"],
-                       "n": range(8)})
+    df = pd.DataFrame(
+        {"a": ["=HYPERLINK(1)", "+1+1", "-2", "+3.5", "@SUM", "a=b", "", "\tx"], "n": range(8)}
+    )
     out = neutralise_formulas(df)
-    assert out["a"].tolist() == ["'=HYPERLINK(1)", "'+1+1", "-2", "+3.5", "'@SUM", "a=b", "",
-                                 "'\tx"]
+    assert out["a"].tolist() == [
+        "'=HYPERLINK(1)",
+        "'+1+1",
+        "-2",
+        "+3.5",
+        "'@SUM",
+        "a=b",
+        "",
+        "'\tx",
+    ]
     assert out["n"].tolist() == list(range(8))
     assert df["a"][0] == "=HYPERLINK(1)"  # the input is not modified
     assert list(neutralise_formulas(pd.DataFrame({"=x": ["1"]})).columns) == ["'=x"]
@@ -200,7 +267,10 @@ def test_neutralise_formulas():
 def _manage(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, str(ROOT / "manage.py"), "anonymize", *args],
-        cwd=ROOT, capture_output=True, text=True, timeout=120,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -217,12 +287,28 @@ def test_manage_py_error_exits_2_without_output(tmp_path):
 
 def test_manage_py_success_checked_with_pycanon(tmp_path):
     out, rep = tmp_path / "out.csv", tmp_path / "r.json"
-    qis = ["age", "education", "marital-status", "native-country", "occupation", "race",
-           "salary-class", "sex"]
+    qis = [
+        "age",
+        "education",
+        "marital-status",
+        "native-country",
+        "occupation",
+        "race",
+        "salary-class",
+        "sex",
+    ]
     proc = _manage(
-        str(ADULT / "adult.csv"), "--out", str(out), "--report", str(rep),
-        "--qi", *[f"{q}={ADULT / f'adult_hierarchy_{q}.csv'}" for q in qis],
-        "--k", "5", "--algorithm", "mondrian",
+        str(ADULT / "adult.csv"),
+        "--out",
+        str(out),
+        "--report",
+        str(rep),
+        "--qi",
+        *[f"{q}={ADULT / f'adult_hierarchy_{q}.csv'}" for q in qis],
+        "--k",
+        "5",
+        "--algorithm",
+        "mondrian",
     )
     assert proc.returncode == 0, proc.stderr
     res = read_out(out, sep=";")
@@ -240,6 +326,7 @@ def test_call_command_raises_command_error_with_status_2(tmp_path):
     with pytest.raises(CommandError) as info:
         call_command("anonymize", str(inp), "--out", str(out), "--qi", "zip", "--k", "2")
     assert info.value.returncode == 2 and not out.exists()
-    call_command("anonymize", str(inp), "--out", str(out), "--qi", "age", "--k", "2",
-                 stdout=io.StringIO())
+    call_command(
+        "anonymize", str(inp), "--out", str(out), "--qi", "age", "--k", "2", stdout=io.StringIO()
+    )
     assert anonymity.k_anonymity(read_out(out), ["age"]) >= 2

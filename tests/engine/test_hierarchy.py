@@ -162,8 +162,12 @@ def test_categorical_and_missing_value():
 
 @pytest.mark.parametrize(
     ("values", "kind"),
-    [(["1", "5", "", "12"], "intervals"), (["1", "x"], "categorical"), (["4", "4"], "categorical"),
-     (["a", "b"], "categorical")],
+    [
+        (["1", "5", "", "12"], "intervals"),
+        (["1", "x"], "categorical"),
+        (["4", "4"], "categorical"),
+        (["a", "b"], "categorical"),
+    ],
 )
 def test_automatic_picks_intervals_only_for_numbers(values, kind):
     assert Hierarchy.automatic(values).kind == kind

@@ -287,8 +287,10 @@ def test_numeric_median_splits_and_metrics_by_hand():
 def test_categorical_split_along_hierarchy_by_hand():
     # e and f are in the hierarchy but not in the data: they still count as leaves (as in ARX)
     h = Hierarchy(
-        tuple((v, p, "*") for v, p in [("a", "X"), ("b", "X"), ("e", "X"), ("c", "Y"),
-                                          ("d", "Y"), ("f", "Y")])
+        tuple(
+            (v, p, "*")
+            for v, p in [("a", "X"), ("b", "X"), ("e", "X"), ("c", "Y"), ("d", "Y"), ("f", "Y")]
+        )
     )
     df = pd.DataFrame({"v": list("aabbccdd")})
     k2 = anonymize_mondrian(df, AnonymizationConfig({"v": h}, PrivacyModel(k=2)))
@@ -358,8 +360,12 @@ def test_engine_entry_point_dispatches_to_mondrian(generated):
     from releases.engine import anonymize
 
     df, hierarchies = generated
-    res = anonymize(df, AnonymizationConfig(hierarchies, PrivacyModel(k=4), algorithm="mondrian",
-                                            identifiers=["id"]))
+    res = anonymize(
+        df,
+        AnonymizationConfig(
+            hierarchies, PrivacyModel(k=4), algorithm="mondrian", identifiers=["id"]
+        ),
+    )
     assert res.algorithm == "mondrian" and res.levels is None
     assert groupby_sizes(res.data, GEN_QIS).min() >= 4 and len(res.data) == len(df)
 

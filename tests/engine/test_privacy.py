@@ -33,7 +33,10 @@ QIS = ["age", "zip", "sex", "marital"]
 def _run(table, model, sensitive):
     data, hierarchies, disease = table
     config = AnonymizationConfig(
-        quasi_identifiers=hierarchies, model=model, sensitive=sensitive, identifiers=["name"],
+        quasi_identifiers=hierarchies,
+        model=model,
+        sensitive=sensitive,
+        identifiers=["name"],
         sensitive_hierarchies={"disease": disease},
     )
     return anonymize(data, config)
@@ -62,8 +65,9 @@ def test_distinct_l_diversity_holds(small_table, limit):
 
 @pytest.mark.parametrize("limit", [0.0, 0.05])
 def test_entropy_l_diversity_holds(small_table, limit):
-    result = _run(small_table, PrivacyModel(l=2.5, l_variant="entropy", suppression_limit=limit),
-                  ["disease"])
+    result = _run(
+        small_table, PrivacyModel(l=2.5, l_variant="entropy", suppression_limit=limit), ["disease"]
+    )
     extract = result.data
     assert anonymity.entropy_l_diversity(extract, QIS, ["disease"]) >= 2
 
@@ -81,7 +85,7 @@ def test_recursive_cl_diversity_holds(small_table):
     result = _run(small_table, PrivacyModel(l=l, l_variant="recursive", c=c), ["disease"])
     for _, rows in result.data.groupby(QIS):
         r = rows["disease"].value_counts().sort_values(ascending=False).to_numpy()
-        assert r[0] < c * r[l - 1:].sum()
+        assert r[0] < c * r[l - 1 :].sum()
     assert anonymity.l_diversity(result.data, QIS, ["disease"]) >= l
 
 
@@ -106,8 +110,9 @@ def test_ordered_distance_t_closeness_holds_by_pycanon(small_table):
 def test_t_closeness_with_suppression_against_input_distribution(small_table, distance):
     data = small_table[0]
     column = "salary" if distance == "ordered" else "disease"
-    result = _run(small_table, PrivacyModel(t=0.2, t_distance=distance, suppression_limit=0.05),
-                  [column])
+    result = _run(
+        small_table, PrivacyModel(t=0.2, t_distance=distance, suppression_limit=0.05), [column]
+    )
     overall = data[column].value_counts(normalize=True)
     for _, rows in result.data.groupby(QIS):
         p = rows[column].value_counts(normalize=True).reindex(overall.index, fill_value=0)
@@ -154,9 +159,11 @@ def test_primitives_on_a_hand_made_example():
     # Overall: a 4/9, b 2/9, c 2/9, d 1/9.
     ctx = TContext.build(value, "equal")
     q = np.array([4, 2, 2, 1]) / 9
-    expected = [0.5 * np.abs(np.array([0.75, 0.25, 0, 0]) - q).sum(),
-                0.5 * np.abs(np.full(4, 0.25) - q).sum(),
-                0.5 * np.abs(np.array([0, 0, 1, 0]) - q).sum()]
+    expected = [
+        0.5 * np.abs(np.array([0.75, 0.25, 0, 0]) - q).sum(),
+        0.5 * np.abs(np.full(4, 0.25) - q).sum(),
+        0.5 * np.abs(np.array([0, 0, 1, 0]) - q).sum(),
+    ]
     assert t_distance(sc, ctx) == pytest.approx(expected)
     ordered = TContext.build(value, "ordered", labels=["1", "2", "10", "3"])
     # numeric order: 1 (code 0), 2 (code 1), 3 (code 3), 10 (code 2)

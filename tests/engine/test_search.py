@@ -82,8 +82,16 @@ class BruteForce:
 
     def failing_rows(self, node, model: PrivacyModel, sensitive: list[str]) -> np.ndarray:
         """Row mask of the rows in classes failing ``model`` (suppression limit ignored)."""
-        key = (node, model.k, model.l, model.l_variant, model.c, model.t, model.t_distance,
-               tuple(sensitive))
+        key = (
+            node,
+            model.k,
+            model.l,
+            model.l_variant,
+            model.c,
+            model.t,
+            model.t_distance,
+            tuple(sensitive),
+        )
         if key in self._fails:
             return self._fails[key]
         cls = self.classes(node)
@@ -104,7 +112,7 @@ class BruteForce:
                     fails |= h < math.log(model.l) - 1e-9
                 else:
                     desc = -np.sort(-m, axis=1)
-                    tail = desc[:, int(model.l) - 1:].sum(axis=1)
+                    tail = desc[:, int(model.l) - 1 :].sum(axis=1)
                     fails |= ~(desc[:, 0] < model.c * tail)
             if model.t is not None:
                 fails |= self.t_matrix(counts, s, model.t_distance) > model.t + 1e-9
@@ -138,8 +146,10 @@ class BruteForce:
                 continue
             loss = self.loss(node, suppressed_mask)
             key = (loss, sum(node), node)
-            if best is None or (loss < best[0] - 1e-12) or (
-                abs(loss - best[0]) <= 1e-12 and key[1:] < best[1:]
+            if (
+                best is None
+                or (loss < best[0] - 1e-12)
+                or (abs(loss - best[0]) <= 1e-12 and key[1:] < best[1:])
             ):
                 best = key + (int(suppressed_mask.sum()),)
         return best
@@ -172,7 +182,10 @@ def test_optimal_search_matches_brute_force(brute, name, limit):
     base, sensitive = MODELS[name]
     model = PrivacyModel(**{**base.__dict__, "suppression_limit": limit})
     config = AnonymizationConfig(
-        quasi_identifiers=brute.h, model=model, sensitive=sensitive, identifiers=["name"],
+        quasi_identifiers=brute.h,
+        model=model,
+        sensitive=sensitive,
+        identifiers=["name"],
         sensitive_hierarchies={"disease": brute.disease_h},
     )
     expected = brute.optimum(model, sensitive)

@@ -37,8 +37,9 @@ class Command(BaseCommand):
         # Django's own parser would reject the engine's options (--qi, --k ...): hand the whole
         # command line to the engine's parser, which reports errors in one line, status 2.
         prog = f"{os.path.basename(argv[0])} {argv[1]}"
-        status = cli.run(_without_django_options(argv[2:]), stdout=self.stdout,
-                         stderr=self.stderr, prog=prog)
+        status = cli.run(
+            _without_django_options(argv[2:]), stdout=self.stdout, stderr=self.stderr, prog=prog
+        )
         if status:
             sys.exit(status)
 
