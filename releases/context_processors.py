@@ -1,9 +1,9 @@
-from .models import ReleaseRequest
+from .services import review
 from .services import roles as role_checks
 
 
 def roles(request) -> dict:
-    """The user's roles, for the navigation, and the review queue's length for officers."""
+    """The user's roles, for the navigation, and how many requests wait for this officer's review."""
     user = request.user
     if not user.is_authenticated:
         return {}
@@ -13,7 +13,5 @@ def roles(request) -> dict:
         "is_recipient": role_checks.is_recipient(user),
     }
     if context["is_officer"]:
-        context["review_waiting"] = ReleaseRequest.objects.filter(
-            state=ReleaseRequest.State.READY
-        ).count()
+        context["review_waiting"] = review.waiting_count(user)
     return context

@@ -9,6 +9,34 @@ urlpatterns = [
     path("datasets/", datasets.dataset_list, name="dataset_list"),
     path("datasets/<int:dataset_id>/", datasets.dataset_detail, name="dataset_detail"),
     path("datasets/<int:dataset_id>/tagging/", datasets.tagging, name="tagging"),
+    path("datasets/<int:dataset_id>/status/", datasets.dataset_status, name="dataset_status"),
+    path("datasets/<int:dataset_id>/delete/", datasets.dataset_delete, name="dataset_delete"),
+    path("datasets/<int:dataset_id>/risk/", datasets.dataset_risk, name="dataset_risk"),
+    path(
+        "datasets/<int:dataset_id>/suggestions/accept/",
+        datasets.accept_suggestions,
+        name="accept_suggestions",
+    ),
+    path(
+        "datasets/<int:dataset_id>/columns/<int:column_id>/type/",
+        datasets.column_type,
+        name="column_type",
+    ),
+    path(
+        "datasets/<int:dataset_id>/columns/<int:column_id>/hierarchy/",
+        datasets.column_hierarchy,
+        name="column_hierarchy",
+    ),
+    path(
+        "datasets/<int:dataset_id>/columns/<int:column_id>/hierarchy/preview/",
+        datasets.hierarchy_preview,
+        name="hierarchy_preview",
+    ),
+    path(
+        "datasets/<int:dataset_id>/columns/<int:column_id>/hierarchy.csv",
+        datasets.hierarchy_download,
+        name="hierarchy_download",
+    ),
     path(
         "datasets/<int:dataset_id>/columns/<int:column_id>/",
         datasets.column_update,
@@ -18,7 +46,13 @@ urlpatterns = [
     path("requests/<int:request_id>/", requests.request_detail, name="request_detail"),
     path("requests/<int:request_id>/status/", requests.request_status, name="request_status"),
     path("requests/<int:request_id>/classes/", requests.request_classes, name="request_classes"),
-    path("requests/<int:request_id>/decide/", requests.request_decide, name="request_decide"),
+    path(
+        "requests/<int:request_id>/classes/<int:class_id>/",
+        requests.class_detail,
+        name="class_detail",
+    ),
+    path("requests/<int:request_id>/review/", requests.request_review, name="request_review"),
+    path("requests/<int:request_id>/resubmit/", requests.request_resubmit, name="request_resubmit"),
     path("requests/<int:request_id>/download/", requests.download_extract, name="download"),
     path(
         "requests/<int:request_id>/download/report/",

@@ -9,13 +9,20 @@ from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from anonymizer_site.celery import app as celery_app
 from releases.services import roles
 from tests.support import processes
 
 ADULT = Path(__file__).parent / "data" / "adult"
 ADULT_QUASI_IDENTIFIERS = [
-    "age", "education", "marital-status", "native-country", "occupation", "race",
-    "salary-class", "sex",
+    "age",
+    "education",
+    "marital-status",
+    "native-country",
+    "occupation",
+    "race",
+    "salary-class",
+    "sex",
 ]
 
 Path(settings.VAR_DIR).mkdir(parents=True, exist_ok=True)
@@ -79,3 +86,50 @@ def hierarchy_upload(attribute: str) -> SimpleUploadedFile:
 def redis_url(tmp_path_factory):
     with processes.redis_server(tmp_path_factory.mktemp("redis")) as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def stack(tmp_path_factory):
+    """The app on real processes (Redis, Celery worker, web server) with the demo accounts."""
+    with processes.app_stack(tmp_path_factory.mktemp("stack")) as stack:
+        yield stack
+
+
+@pytest.fixture(scope="session")
+def browser():
+    """Debian's chromium, headless, driven by Playwright."""
+    from tests.support.browser import CHROMIUM, CHROMIUM_ARGS
+
+    if not CHROMIUM.exists():
+        pytest.fail("Debian's chromium is not installed (make test installs it).")
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(
+            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
+        )
+        yield browser
+        browser.close()
+
+
+@pytest.fixture
+def worker(redis_url, tmp_path, private_media_root):
+    """A real Celery worker process sharing the test database file, fed through real Redis."""
+    database = settings.DATABASES["default"]
+    if database["ENGINE"] != "django.db.backends.sqlite3":
+        pytest.skip("the worker fixture shares the SQLite test database file")
+    env = processes.app_environment(
+        database_url=f"sqlite:///{database['NAME']}",
+        redis_url=redis_url,
+        media_root=private_media_root,
+        var_dir=tmp_path,
+    )
+    previous = celery_app.conf.broker_url
+    celery_app.conf.broker_url = redis_url
+    try:
+        with processes.celery_worker(env, tmp_path) as process:
+            yield process
+    finally:
+        celery_app.conf.broker_url = previous
+        # Drop the connections to this test's broker; the next use opens new ones.
+        celery_app.close()

@@ -7,74 +7,15 @@ checked 5-anonymous with pycanon.
 
 from __future__ import annotations
 
-import json
 import re
-from pathlib import Path
 
 import pandas as pd
 import pytest
 
 from tests.conftest import ADULT, ADULT_QUASI_IDENTIFIERS
-from tests.support import processes
+from tests.support.browser import log_in, wait_for_htmx
 
 pytestmark = pytest.mark.browser
-
-CHROMIUM = Path("/usr/bin/chromium")
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic",
-]
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory):
-    """Migrated database, demo accounts, Redis, a Celery worker and the web server."""
-    workdir = tmp_path_factory.mktemp("stack")
-    with processes.redis_server(workdir) as redis_url:
-        env = processes.app_environment(
-            database_url=f"sqlite:///{workdir / 'db.sqlite3'}",
-            redis_url=redis_url,
-            media_root=workdir / "media",
-            var_dir=workdir,
-        )
-        processes.manage(env, "migrate", "--noinput")
-        processes.manage(env, "seed_demo")
-        accounts = json.loads((workdir / "demo-accounts.txt").read_text())
-        with processes.celery_worker(env, workdir), processes.web_server(env, workdir) as url:
-            yield {"url": url, "accounts": accounts, "workdir": workdir}
-
-
-@pytest.fixture(scope="module")
-def browser():
-    if not CHROMIUM.exists():
-        pytest.fail("Debian's chromium is not installed (make test installs it).")
-    from playwright.sync_api import sync_playwright
-
-    with sync_playwright() as playwright:
-        browser = playwright.chromium.launch(
-            executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS
-        )
-        yield browser
-        browser.close()
-
-
-def wait_for_htmx(page) -> None:
-    """Wait until htmx has no request in flight and has processed what it swapped in."""
-    page.wait_for_function(
-        "() => !document.querySelector('.htmx-request, .htmx-swapping, .htmx-settling, .htmx-added')"
-    )
-
-
-def log_in(browser, stack, username: str):
-    context = browser.new_context(accept_downloads=True)
-    page = context.new_page()
-    page.set_default_timeout(30_000)
-    page.goto(stack["url"] + "/")
-    page.fill("input[name=username]", username)
-    page.fill("input[name=password]", stack["accounts"][username])
-    page.click("button[type=submit]")
-    page.wait_for_selector(f"text=Welcome, {username}")
-    return context, page
 
 
 def test_upload_tag_request_review_approve_download(browser, stack, tmp_path):
@@ -87,14 +28,17 @@ def test_upload_tag_request_review_approve_download(browser, stack, tmp_path):
     page.set_input_files("input[name=file]", str(ADULT / "adult.csv"))
     page.click("button:has-text('Upload')")
     expect(page.locator("h1")).to_have_text("adult.csv")
-    expect(page.locator("table.preview thead")).to_contain_text("native-country")
-    expect(page.locator(".messages")).to_contain_text("30162 rows")
+    # The worker reads and profiles the file; the page polls, then shows the result.
+    expect(page.locator("table.preview thead")).to_contain_text("native-country", timeout=60_000)
+    expect(page.locator("main > p.muted").first).to_contain_text("30162 rows")
 
     # Tagging: each change updates its row in place (htmx), hierarchies uploaded per row.
     for name in ADULT_QUASI_IDENTIFIERS:
         row = page.locator(f"tr[data-column='{name}']")
         row.locator("select").select_option("quasi")
-        expect(page.locator(f"tr[data-column='{name}'] .hierarchy-status")).to_have_text("automatic")
+        expect(page.locator(f"tr[data-column='{name}'] .hierarchy-status")).to_have_text(
+            "automatic"
+        )
         wait_for_htmx(page)
         page.locator(f"tr[data-column='{name}'] input[type=file]").set_input_files(
             str(ADULT / f"adult_hierarchy_{name}.csv")
@@ -116,20 +60,22 @@ def test_upload_tag_request_review_approve_download(browser, stack, tmp_path):
     expect(page.locator("button[value=approve]")).to_have_count(0)
     context.close()
 
-    # The officer finds it in the queue, pages through the classes, rejects without a reason
+    # The officer finds it in the queue, pages through the classes, rejects without a comment
     # (refused), then approves.
     context, page = log_in(browser, stack, "officer")
     page.click("text=Review queue")
     page.click(f"a[href='{request_url.removeprefix(stack['url'])}']")
     k_achieved = int(page.locator("#k-achieved").inner_text())
     assert k_achieved >= 5
-    first_sizes = [int(s) for s in page.locator("#classes tbody td.num").all_inner_texts()]
+    first_sizes = [
+        int(s) for s in page.locator("#classes tbody tr.class-row td:first-child").all_inner_texts()
+    ]
     assert first_sizes == sorted(first_sizes) and first_sizes[0] >= 5
     page.click("#classes .pager >> text=Next")
     wait_for_htmx(page)
     expect(page.locator("#classes .pager")).to_contain_text("Page 2 of")
     page.click("button[value=reject]")
-    expect(page.locator("#decision .error")).to_contain_text("Give a reason")
+    expect(page.locator("#reviews .error")).to_contain_text("Give a comment")
     page.click("button[value=approve]")
     expect(page.locator("[data-state]")).to_have_text("Approved")
     context.close()

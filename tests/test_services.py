@@ -11,8 +11,10 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
 from releases.models import AuditEvent, Dataset, ReleaseRequest, Role
-from releases.services import InvalidInput, audit, datasets, release, storage
+from releases.services import InvalidInput, audit, datasets, downloads, release, review, storage
 from tests.conftest import ADULT, ADULT_QUASI_IDENTIFIERS, csv_upload, hierarchy_upload
+from tests.support.factories import make_dataset
+from tests.support.workflow import request_release
 
 pytestmark = pytest.mark.django_db
 
@@ -41,7 +43,7 @@ def extract_frame(release_request: ReleaseRequest) -> pd.DataFrame:
 
 def test_upload_stores_the_file_with_its_hash_and_a_preview(steward):
     text = synthetic_csv()
-    dataset = datasets.create_dataset(steward, csv_upload(text, "people.csv"))
+    dataset = make_dataset(steward, text, "people.csv")
     assert dataset.row_count == 300
     assert dataset.sha256 == storage.sha256_hex(text.encode())
     assert [c.name for c in dataset.columns.all()] == ["name", "age", "zip", "sex", "diagnosis"]
@@ -51,27 +53,38 @@ def test_upload_stores_the_file_with_its_hash_and_a_preview(steward):
 
 
 def test_a_rejected_upload_leaves_no_dataset_and_no_file(steward, private_media_root):
-    with pytest.raises(InvalidInput, match="only a header"):
-        datasets.create_dataset(steward, csv_upload("a,b\n"))
-    assert Dataset.objects.count() == 0
+    # Refused by profiling: the dataset keeps only the reason; no column, no file, no release.
+    dataset = make_dataset(steward, "a,b\n")
+    assert dataset.status == Dataset.Status.FAILED and "only a header" in dataset.error
+    assert not dataset.columns.exists() and dataset.file_path == ""
+    assert Dataset.objects.filter(status=Dataset.Status.READY).count() == 0
     stored = list(private_media_root.rglob("*")) if private_media_root.exists() else []
     assert [p for p in stored if p.is_file()] == []
     event = AuditEvent.objects.get(action=AuditEvent.Action.UPLOAD_REJECTED)
     assert event.actor == steward and "only a header" in event.detail["reason"]
+    with pytest.raises(InvalidInput, match="refused"):
+        datasets.ensure_ready(dataset)
+    # Refused in the web request (empty file): nothing is stored at all.
+    with pytest.raises(InvalidInput, match="empty"):
+        datasets.create_dataset(steward, csv_upload(""))
+    assert Dataset.objects.count() == 1
+    assert AuditEvent.objects.filter(action=AuditEvent.Action.UPLOAD_REJECTED).count() == 2
 
 
 def test_only_stewards_upload_and_only_owners_see_datasets(steward, other_steward, officer):
     with pytest.raises(PermissionDenied):
-        datasets.create_dataset(officer, csv_upload(synthetic_csv()))
-    dataset = datasets.create_dataset(steward, csv_upload(synthetic_csv()))
+        make_dataset(officer, synthetic_csv())
+    dataset = make_dataset(steward, synthetic_csv())
     with pytest.raises(Http404):
         datasets.get_dataset_for(other_steward, dataset.pk)
     with pytest.raises(Http404):
-        datasets.set_column_role(other_steward, dataset, dataset.columns.first().pk, Role.IDENTIFIER)
+        datasets.set_column_role(
+            other_steward, dataset, dataset.columns.first().pk, Role.IDENTIFIER
+        )
 
 
 def test_hierarchy_upload_is_validated_against_the_column(steward):
-    dataset = datasets.create_dataset(steward, csv_upload(synthetic_csv()))
+    dataset = make_dataset(steward, synthetic_csv())
     zip_column = dataset.columns.get(name="zip")
     incomplete = csv_upload("02139;0213*;*\n02141;0214*;*\n", "zip.csv")
     with pytest.raises(InvalidInput, match="0214[28]|0213[8]"):
@@ -79,36 +92,34 @@ def test_hierarchy_upload_is_validated_against_the_column(steward):
     zip_column.refresh_from_db()
     assert zip_column.hierarchy_source == "auto"
 
-    complete = csv_upload(
-        "02138;0213*;*\n02139;0213*;*\n02141;0214*;*\n02142;0214*;*\n", "zip.csv"
-    )
+    complete = csv_upload("02138;0213*;*\n02139;0213*;*\n02141;0214*;*\n02142;0214*;*\n", "zip.csv")
     datasets.set_hierarchy_file(steward, dataset, zip_column.pk, complete)
     zip_column.refresh_from_db()
     assert (zip_column.hierarchy_source, zip_column.hierarchy_height) == ("uploaded", 3)
 
 
 def test_request_needs_a_quasi_identifier_and_a_sensible_k(steward):
-    dataset = datasets.create_dataset(steward, csv_upload(synthetic_csv()))
+    dataset = make_dataset(steward, synthetic_csv())
     with pytest.raises(InvalidInput, match="quasi-identifier"):
-        release.request_release(steward, dataset, k=5, suppression_limit=0.05)
+        request_release(steward, dataset, k=5, suppression_limit=0.05)
     tag(steward, dataset, {"age": Role.QUASI_IDENTIFIER})
     with pytest.raises(InvalidInput, match="larger than"):
-        release.request_release(steward, dataset, k=301, suppression_limit=0.05)
+        request_release(steward, dataset, k=301, suppression_limit=0.05)
     assert ReleaseRequest.objects.count() == 0
 
 
 def test_request_enqueues_its_run_only_after_commit(steward, django_capture_on_commit_callbacks):
-    dataset = datasets.create_dataset(steward, csv_upload(synthetic_csv()))
+    dataset = make_dataset(steward, synthetic_csv())
     tag(steward, dataset, {"age": Role.QUASI_IDENTIFIER})
     with django_capture_on_commit_callbacks(execute=False) as callbacks:
-        release_request = release.request_release(steward, dataset, k=5, suppression_limit=0.05)
+        release_request = request_release(steward, dataset, k=5, suppression_limit=0.05)
     assert release_request.state == ReleaseRequest.State.QUEUED
     assert len(callbacks) == 1
 
 
 @pytest.mark.parametrize(("k", "limit"), [(5, 0.0), (10, 0.05), (25, 0.1)])
 def test_run_writes_a_k_anonymous_extract_within_the_suppression_limit(steward, k, limit):
-    dataset = datasets.create_dataset(steward, csv_upload(synthetic_csv()))
+    dataset = make_dataset(steward, synthetic_csv())
     tag(
         steward,
         dataset,
@@ -120,7 +131,7 @@ def test_run_writes_a_k_anonymous_extract_within_the_suppression_limit(steward, 
             "diagnosis": Role.SENSITIVE,
         },
     )
-    release_request = release.request_release(steward, dataset, k=k, suppression_limit=limit)
+    release_request = request_release(steward, dataset, k=k, suppression_limit=limit)
     release.run_release(release_request.pk)
     release_request.refresh_from_db()
     assert release_request.state == ReleaseRequest.State.READY, release_request.error
@@ -146,9 +157,9 @@ def test_run_writes_a_k_anonymous_extract_within_the_suppression_limit(steward, 
 
 
 def test_run_reports_an_impossible_model_as_a_readable_failure(steward):
-    dataset = datasets.create_dataset(steward, csv_upload("a,b\n1,x\n2,y\n3,z\n"))
+    dataset = make_dataset(steward, "a,b\n1,x\n2,y\n3,z\n")
     tag(steward, dataset, {"a": Role.QUASI_IDENTIFIER})
-    release_request = release.request_release(steward, dataset, k=3, suppression_limit=0.0)
+    release_request = request_release(steward, dataset, k=3, suppression_limit=0.0)
     # The dataset file vanishing under a queued request is an internal error, reported as such.
     storage.delete_quietly(dataset.file_path)
     release.run_release(release_request.pk)
@@ -162,11 +173,11 @@ def test_run_reports_an_impossible_model_as_a_readable_failure(steward):
 def test_adult_release_is_5_anonymous_by_pycanon(steward):
     from pycanon import anonymity
 
-    dataset = datasets.create_dataset(steward, csv_upload((ADULT / "adult.csv").read_bytes()))
+    dataset = make_dataset(steward, (ADULT / "adult.csv").read_bytes())
     tag(steward, dataset, {name: Role.QUASI_IDENTIFIER for name in ADULT_QUASI_IDENTIFIERS})
     for column in dataset.columns.filter(role=Role.QUASI_IDENTIFIER):
         datasets.set_hierarchy_file(steward, dataset, column.pk, hierarchy_upload(column.name))
-    release_request = release.request_release(steward, dataset, k=5, suppression_limit=0.05)
+    release_request = request_release(steward, dataset, k=5, suppression_limit=0.05)
     release.run_release(release_request.pk)
     release_request.refresh_from_db()
     assert release_request.state == ReleaseRequest.State.READY, release_request.error
@@ -178,9 +189,9 @@ def test_adult_release_is_5_anonymous_by_pycanon(steward):
 
 @pytest.fixture
 def ready_request(steward):
-    dataset = datasets.create_dataset(steward, csv_upload(synthetic_csv()))
+    dataset = make_dataset(steward, synthetic_csv())
     tag(steward, dataset, {"age": Role.QUASI_IDENTIFIER, "sex": Role.QUASI_IDENTIFIER})
-    release_request = release.request_release(steward, dataset, k=5, suppression_limit=0.05)
+    release_request = request_release(steward, dataset, k=5, suppression_limit=0.05)
     release.run_release(release_request.pk)
     release_request.refresh_from_db()
     assert release_request.state == ReleaseRequest.State.READY
@@ -188,57 +199,68 @@ def ready_request(steward):
 
 
 def test_nobody_decides_on_their_own_request(steward_officer):
-    dataset = datasets.create_dataset(steward_officer, csv_upload(synthetic_csv()))
+    dataset = make_dataset(steward_officer, synthetic_csv())
     tag(steward_officer, dataset, {"age": Role.QUASI_IDENTIFIER})
-    release_request = release.request_release(steward_officer, dataset, k=5, suppression_limit=0.05)
+    release_request = request_release(steward_officer, dataset, k=5, suppression_limit=0.05)
     release.run_release(release_request.pk)
     with pytest.raises(PermissionDenied, match="themselves"):
-        release.decide(steward_officer, release_request.pk, approve=True)
+        review.review(steward_officer, release_request.pk, "approve")
     release_request.refresh_from_db()
     assert release_request.state == ReleaseRequest.State.READY
 
 
 def test_reject_needs_a_reason_and_a_decision_is_final(ready_request, officer):
-    with pytest.raises(InvalidInput, match="reason"):
-        release.decide(officer, ready_request.pk, approve=False, reason="  ")
-    release.decide(officer, ready_request.pk, approve=False, reason="Age is too fine.")
+    with pytest.raises(InvalidInput, match="comment"):
+        review.review(officer, ready_request.pk, "reject", "  ")
+    review.review(officer, ready_request.pk, "reject", "Age is too fine.")
     ready_request.refresh_from_db()
     assert ready_request.state == ReleaseRequest.State.REJECTED
-    assert ready_request.decision_reason == "Age is too fine."
+    assert ready_request.reviews.get().comment == "Age is too fine."
     with pytest.raises(InvalidInput, match="rejected"):
-        release.decide(officer, ready_request.pk, approve=True)
+        review.review(officer, ready_request.pk, "approve")
 
 
 def test_download_only_after_approval_and_logged(ready_request, officer, recipient, steward):
     with pytest.raises(PermissionDenied):
-        release.download_extract(steward, ready_request.pk)
+        downloads.download_extract(steward, ready_request.pk)
     with pytest.raises(Http404):  # recipients do not even see unapproved requests
-        release.download_extract(recipient, ready_request.pk)
-    release.decide(officer, ready_request.pk, approve=True)
-    download = release.download_extract(recipient, ready_request.pk)
+        downloads.download_extract(recipient, ready_request.pk)
+    review.review(officer, ready_request.pk, "approve")
+    download = downloads.download_extract(recipient, ready_request.pk)
     assert download.content == storage.read_bytes(ready_request.extract_path)
     assert storage.sha256_hex(download.content) == ready_request.extract_sha256
-    assert release.download_extract(steward, ready_request.pk).content == download.content
-    downloads = AuditEvent.objects.filter(action=AuditEvent.Action.DOWNLOAD, request=ready_request)
-    assert [e.actor for e in downloads] == [recipient, steward]
+    assert downloads.download_extract(steward, ready_request.pk).content == download.content
+    logged = AuditEvent.objects.filter(action=AuditEvent.Action.DOWNLOAD, request=ready_request)
+    assert [e.actor for e in logged] == [recipient, steward]
 
 
-def test_download_refuses_an_extract_whose_bytes_changed(ready_request, officer, recipient, settings):
-    release.decide(officer, ready_request.pk, approve=True)
+def test_download_refuses_an_extract_whose_bytes_changed(
+    ready_request, officer, recipient, settings
+):
+    review.review(officer, ready_request.pk, "approve")
     path = settings.MEDIA_ROOT / ready_request.extract_path
     path.write_bytes(path.read_bytes() + b"tampered,row\n")
-    with pytest.raises(release.ExtractTampered):
-        release.download_extract(recipient, ready_request.pk)
+    with pytest.raises(downloads.ExtractTampered):
+        downloads.download_extract(recipient, ready_request.pk)
     assert not AuditEvent.objects.filter(action=AuditEvent.Action.DOWNLOAD).exists()
 
 
 def test_audit_log_lists_every_step_in_order(ready_request, officer, recipient, steward):
-    release.decide(officer, ready_request.pk, approve=True)
-    release.download_extract(recipient, ready_request.pk)
+    review.review(officer, ready_request.pk, "approve")
+    downloads.download_extract(recipient, ready_request.pk)
     actions = [e.action for e in audit.events_for_request(ready_request)]
     A = AuditEvent.Action
-    assert actions == [A.UPLOAD, A.TAGGING, A.TAGGING, A.REQUEST, A.RUN_START, A.RUN_END,
-                       A.APPROVE, A.DOWNLOAD]
+    assert actions == [
+        A.UPLOAD,
+        A.PROFILED,
+        A.TAGGING,
+        A.TAGGING,
+        A.REQUEST,
+        A.RUN_START,
+        A.RUN_END,
+        A.REVIEW,
+        A.DOWNLOAD,
+    ]
     with pytest.raises(ValueError, match="append-only"):
         event = AuditEvent.objects.first()
         event.detail = {}

@@ -6,8 +6,10 @@ import pytest
 from django.urls import reverse
 
 from releases.models import AuditEvent, Dataset, ReleaseRequest, Role
-from releases.services import datasets, release
+from releases.services import profiling, release, review
 from tests.conftest import csv_upload
+from tests.support.factories import make_dataset
+from tests.support.workflow import request_release
 from tests.test_services import synthetic_csv, tag
 
 pytestmark = pytest.mark.django_db
@@ -15,13 +17,13 @@ pytestmark = pytest.mark.django_db
 
 @pytest.fixture
 def dataset(steward):
-    return datasets.create_dataset(steward, csv_upload(synthetic_csv(), "people.csv"))
+    return make_dataset(steward, synthetic_csv(), "people.csv")
 
 
 @pytest.fixture
 def ready(steward, dataset):
     tag(steward, dataset, {"age": Role.QUASI_IDENTIFIER, "name": Role.IDENTIFIER})
-    release_request = release.request_release(steward, dataset, k=5, suppression_limit=0.05)
+    release_request = request_release(steward, dataset, k=5, suppression_limit=0.05)
     release.run_release(release_request.pk)
     release_request.refresh_from_db()
     return release_request
@@ -29,7 +31,7 @@ def ready(steward, dataset):
 
 @pytest.fixture
 def approved(ready, officer):
-    release.decide(officer, ready.pk, approve=True)
+    review.review(officer, ready.pk, "approve")
     ready.refresh_from_db()
     return ready
 
@@ -59,8 +61,13 @@ def test_upload_page_shows_columns_and_first_rows(client, steward):
     )
     assert Dataset.objects.count() == 1
     assert response.status_code == 302
+    # Until the worker has profiled it, the page shows progress, polling its status.
+    page = client.get(response["Location"]).content.decode()
+    assert "people.csv" in page and "Reading the file" in page and 'hx-trigger="every 1s"' in page
+    profiling.profile_dataset(Dataset.objects.get().pk)
     page = client.get(response["Location"]).content.decode()
     assert "people.csv" in page and "Person 0" in page and "diagnosis" in page
+    assert 'hx-trigger="every 1s"' not in page
 
 
 @pytest.mark.parametrize(
@@ -68,8 +75,6 @@ def test_upload_page_shows_columns_and_first_rows(client, steward):
     [
         (b"", "file is empty"),
         (b"\x00\x01\x02binary", "binary"),
-        (b"a,b\n1,2\n1,2,3\n", "Line 3 has 3 fields"),
-        (b"a,b\n", "only a header"),
         (b"a,b\n\xff\xfe\x00\x00,2\n", "binary"),
     ],
 )
@@ -79,6 +84,24 @@ def test_bad_upload_shows_a_message_and_creates_nothing(client, steward, content
     assert response.status_code == 400
     assert message in response.content.decode()
     assert Dataset.objects.count() == 0
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (b"a,b\n1,2\n1,2,3\n", "Line 3 has 3 fields"),
+        (b"a,b\n", "only a header"),
+    ],
+)
+def test_a_file_refused_by_profiling_shows_its_message_on_the_dataset_page(
+    client, steward, content, message
+):
+    login(client, steward)
+    response = client.post(reverse("releases:dataset_list"), {"file": csv_upload(content)})
+    profiling.profile_dataset(Dataset.objects.get().pk)
+    page = client.get(response["Location"]).content.decode()
+    assert "The file was refused" in page and message in page
+    assert not Dataset.objects.get().columns.exists()
 
 
 @pytest.mark.parametrize("role_user", ["officer", "recipient"])
@@ -112,15 +135,17 @@ def test_tagging_with_htmx_answers_the_row_and_plain_post_redirects(client, stew
     response = client.post(url, {f"role-{age.pk}": Role.QUASI_IDENTIFIER}, HTTP_HX_REQUEST="true")
     assert response.status_code == 200
     body = response.content.decode()
-    assert body.strip().startswith(f'<tr id="column-{age.pk}"') and "automatic" in body
+    assert body.strip().startswith(f'<tbody id="column-{age.pk}"') and "automatic" in body
     age.refresh_from_db()
     assert age.role == Role.QUASI_IDENTIFIER
 
     zip_column = dataset.columns.get(name="zip")
     response = client.post(
         reverse("releases:tagging", args=[dataset.pk]),
-        {f"role-{c.pk}": (Role.QUASI_IDENTIFIER if c.name == "zip" else c.role)
-         for c in dataset.columns.all()},
+        {
+            f"role-{c.pk}": (Role.QUASI_IDENTIFIER if c.name == "zip" else c.role)
+            for c in dataset.columns.all()
+        },
     )
     assert response.status_code == 302
     zip_column.refresh_from_db()
@@ -149,7 +174,8 @@ def test_request_form_creates_a_request_and_redirects_to_its_page(client, stewar
     tag(steward, dataset, {"age": Role.QUASI_IDENTIFIER})
     login(client, steward)
     response = client.post(
-        reverse("releases:request_create", args=[dataset.pk]), {"k": 5, "suppression_percent": "2.5"}
+        reverse("releases:request_create", args=[dataset.pk]),
+        {"k": 5, "suppression_percent": "2.5"},
     )
     release_request = ReleaseRequest.objects.get()
     assert response["Location"] == reverse("releases:request_detail", args=[release_request.pk])
@@ -160,7 +186,9 @@ def test_request_form_creates_a_request_and_redirects_to_its_page(client, stewar
 
 def test_status_polling_stops_when_the_request_is_final(client, steward, ready):
     login(client, steward)
-    response = client.get(reverse("releases:request_status", args=[ready.pk]), HTTP_HX_REQUEST="true")
+    response = client.get(
+        reverse("releases:request_status", args=[ready.pk]), HTTP_HX_REQUEST="true"
+    )
     assert response["HX-Refresh"] == "true"
     assert "hx-trigger" not in response.content.decode()
 
@@ -180,39 +208,44 @@ def test_review_page_shows_summary_levels_and_classes(client, officer, ready):
 @pytest.mark.parametrize("role_user", ["steward", "recipient", "other_steward"])
 def test_only_officers_decide(client, request, ready, role_user):
     login(client, request.getfixturevalue(role_user))
-    response = client.post(reverse("releases:request_decide", args=[ready.pk]), {"decision": "approve"})
+    response = client.post(
+        reverse("releases:request_review", args=[ready.pk]), {"decision": "approve"}
+    )
     assert response.status_code in (403, 404)
     ready.refresh_from_db()
     assert ready.state == ReleaseRequest.State.READY
 
 
 def test_officer_cannot_decide_own_request_even_by_crafted_post(client, steward_officer):
-    dataset = datasets.create_dataset(steward_officer, csv_upload(synthetic_csv()))
+    dataset = make_dataset(steward_officer, synthetic_csv())
     tag(steward_officer, dataset, {"age": Role.QUASI_IDENTIFIER})
-    own = release.request_release(steward_officer, dataset, k=5, suppression_limit=0.05)
+    own = request_release(steward_officer, dataset, k=5, suppression_limit=0.05)
     release.run_release(own.pk)
     login(client, steward_officer)
     page = client.get(reverse("releases:request_detail", args=[own.pk])).content.decode()
-    assert "Another privacy officer must decide" in page and 'value="approve"' not in page
-    response = client.post(reverse("releases:request_decide", args=[own.pk]), {"decision": "approve"})
+    assert "Privacy officers other than you will review" in page and 'value="approve"' not in page
+    response = client.post(
+        reverse("releases:request_review", args=[own.pk]), {"decision": "approve"}
+    )
     assert response.status_code == 403
     own.refresh_from_db()
     assert own.state == ReleaseRequest.State.READY
 
 
-def test_reject_without_reason_is_refused_on_the_page(client, officer, ready):
+def test_reject_without_a_comment_is_refused_on_the_page(client, officer, ready):
     login(client, officer)
     response = client.post(
-        reverse("releases:request_decide", args=[ready.pk]), {"decision": "reject", "reason": ""}
+        reverse("releases:request_review", args=[ready.pk]), {"decision": "reject", "comment": ""}
     )
-    assert response.status_code == 400 and "Give a reason" in response.content.decode()
+    assert response.status_code == 400 and "Give a comment" in response.content.decode()
     response = client.post(
-        reverse("releases:request_decide", args=[ready.pk]),
-        {"decision": "reject", "reason": "Too risky"},
+        reverse("releases:request_review", args=[ready.pk]),
+        {"decision": "reject", "comment": "Too risky"},
     )
     assert response.status_code == 302
     ready.refresh_from_db()
-    assert (ready.state, ready.decision_reason) == (ReleaseRequest.State.REJECTED, "Too risky")
+    assert ready.state == ReleaseRequest.State.REJECTED
+    assert ready.reviews.get().comment == "Too risky"
 
 
 @pytest.mark.parametrize("role_user", ["steward", "officer", "recipient"])
@@ -224,8 +257,10 @@ def test_nobody_downloads_an_unapproved_release(client, request, ready, role_use
     assert not AuditEvent.objects.filter(action=AuditEvent.Action.DOWNLOAD).exists()
 
 
-@pytest.mark.parametrize(("role_user", "status"), [("steward", 200), ("recipient", 200),
-                                                     ("officer", 403), ("other_steward", 404)])
+@pytest.mark.parametrize(
+    ("role_user", "status"),
+    [("steward", 200), ("recipient", 200), ("officer", 403), ("other_steward", 404)],
+)
 def test_approved_release_download_by_role(client, request, approved, role_user, status):
     user = request.getfixturevalue(role_user)
     login(client, user)
@@ -238,7 +273,7 @@ def test_approved_release_download_by_role(client, request, approved, role_user,
         assert "name" not in response.content.decode().splitlines()[0].split(",")
         report = client.get(reverse("releases:download_report", args=[approved.pk])).json()
         assert report["extract_sha256"] == approved.extract_sha256
-        assert report["approved_by"] == "officer"
+        assert report["approved_by"] == ["officer"]
 
 
 def test_uploads_are_not_served_from_media_url(client, steward, dataset):

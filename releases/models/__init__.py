@@ -5,6 +5,15 @@ Models hold data and small invariants; the workflow itself lives in ``releases.s
 
 from .audit import AuditEvent
 from .datasets import Dataset, DatasetColumn, Role
-from .requests import EquivalenceClass, ReleaseRequest
+from .requests import EquivalenceClass, ReleaseRequest, ReleaseRound, Review
 
-__all__ = ["AuditEvent", "Dataset", "DatasetColumn", "EquivalenceClass", "ReleaseRequest", "Role"]
+__all__ = [
+    "AuditEvent",
+    "Dataset",
+    "DatasetColumn",
+    "EquivalenceClass",
+    "ReleaseRequest",
+    "ReleaseRound",
+    "Review",
+    "Role",
+]

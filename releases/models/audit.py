@@ -20,20 +20,24 @@ class AuditEvent(models.Model):
         RUN_START = "run_start", "Run started"
         RUN_END = "run_end", "Run finished"
         RUN_FAILED = "run_failed", "Run failed"
-        APPROVE = "approve", "Approved"
-        REJECT = "reject", "Rejected"
+        RESUBMIT = "resubmit", "Resubmitted"
+        REVIEW = "review", "Reviewed"
         DOWNLOAD = "download", "Downloaded extract"
+        PROFILED = "profiled", "Profiled dataset"
+        DELETE = "delete", "Deleted dataset"
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True
     )
     action = models.CharField(max_length=32, choices=Action.choices)
+    # SET_NULL: the events of a deleted dataset (or of its deleted, never-approved requests)
+    # stay in the log; their detail keeps the dataset's name.
     dataset = models.ForeignKey(
-        Dataset, on_delete=models.PROTECT, null=True, blank=True, related_name="events"
+        Dataset, on_delete=models.SET_NULL, null=True, blank=True, related_name="events"
     )
     request = models.ForeignKey(
-        ReleaseRequest, on_delete=models.PROTECT, null=True, blank=True, related_name="events"
+        ReleaseRequest, on_delete=models.SET_NULL, null=True, blank=True, related_name="events"
     )
     detail = models.JSONField(default=dict, blank=True)
 

@@ -1,52 +1,80 @@
-"""Release requests and the equivalence classes of their extracts."""
+"""Release requests, their review rounds, reviews, and the equivalence classes of extracts."""
 
 from __future__ import annotations
 
 from django.conf import settings
 from django.db import models
+from django.urls import reverse
+from django.utils import timezone
 
 from .datasets import Dataset
 
 
 class ReleaseRequest(models.Model):
+    """A steward's request to release a dataset under a privacy model.
+
+    The fields describe the current round: a resubmission after "changes requested" archives
+    the round in :class:`ReleaseRound` and runs again with the new parameters.
+    """
+
     class State(models.TextChoices):
         QUEUED = "queued", "Queued"
         RUNNING = "running", "Running"
         READY = "ready", "Ready for review"
+        CHANGES_REQUESTED = "changes", "Changes requested"
         FAILED = "failed", "Failed"
         APPROVED = "approved", "Approved"
         REJECTED = "rejected", "Rejected"
 
-    #: States in which nothing will change any more without a person acting.
-    FINAL_STATES = frozenset({State.READY, State.FAILED, State.APPROVED, State.REJECTED})
+    class Algorithm(models.TextChoices):
+        OPTIMAL = "optimal", "Optimal full-domain generalization"
+        MONDRIAN = "mondrian", "Mondrian (multidimensional local recoding)"
+
+    class LVariant(models.TextChoices):
+        DISTINCT = "distinct", "distinct"
+        ENTROPY = "entropy", "entropy"
+        RECURSIVE = "recursive", "recursive (c,l)"
+
+    class TDistance(models.TextChoices):
+        EQUAL = "equal", "equal distance"
+        ORDERED = "ordered", "ordered distance"
+        HIERARCHICAL = "hierarchical", "hierarchical distance"
+
+    #: States in which nothing changes without a person acting (the page stops polling).
+    SETTLED_STATES = frozenset(
+        {State.READY, State.CHANGES_REQUESTED, State.FAILED, State.APPROVED, State.REJECTED}
+    )
 
     dataset = models.ForeignKey(Dataset, on_delete=models.PROTECT, related_name="requests")
     requested_by = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="release_requests"
     )
+    round = models.PositiveIntegerField(default=1)
+    # The privacy model of the current round.
     k = models.PositiveIntegerField()
     suppression_limit = models.FloatField(help_text="Share of rows (0 to 1) that may be removed.")
-    # The column roles and hierarchies as they were when the request was made.
+    l_diversity = models.FloatField(null=True, blank=True)
+    l_variant = models.CharField(max_length=16, choices=LVariant.choices, default=LVariant.DISTINCT)
+    c = models.FloatField(null=True, blank=True)
+    t_closeness = models.FloatField(null=True, blank=True)
+    t_distance = models.CharField(max_length=16, choices=TDistance.choices, default=TDistance.EQUAL)
+    algorithm = models.CharField(
+        max_length=16, choices=Algorithm.choices, default=Algorithm.OPTIMAL
+    )
+    # The column roles and hierarchies as they were when the round was submitted.
     config = models.JSONField()
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
     progress = models.FloatField(default=0.0)
     stage = models.CharField(max_length=200, blank=True)
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    submitted_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     extract_path = models.CharField(max_length=500, blank=True)
     extract_sha256 = models.CharField(max_length=64, blank=True)
     summary = models.JSONField(default=dict, blank=True)
-    decided_by = models.ForeignKey(
-        settings.AUTH_USER_MODEL,
-        on_delete=models.PROTECT,
-        null=True,
-        blank=True,
-        related_name="decisions",
-    )
     decided_at = models.DateTimeField(null=True, blank=True)
-    decision_reason = models.TextField(blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -55,13 +83,11 @@ class ReleaseRequest(models.Model):
         return f"Release request #{self.pk} of {self.dataset}"
 
     def get_absolute_url(self) -> str:
-        from django.urls import reverse
-
         return reverse("releases:request_detail", args=[self.pk])
 
     @property
-    def is_final(self) -> bool:
-        return self.state in self.FINAL_STATES
+    def is_settled(self) -> bool:
+        return self.state in self.SETTLED_STATES
 
     @property
     def suppression_percent(self) -> float:
@@ -71,13 +97,90 @@ class ReleaseRequest(models.Model):
     def progress_percent(self) -> int:
         return round(self.progress * 100)
 
+    @property
+    def model_description(self) -> str:
+        """The privacy model in the field's notation, e.g. "k=5, distinct 2-diversity"."""
+        parts = [f"k={self.k}"]
+        if self.l_diversity:
+            l_value = f"{self.l_diversity:g}"
+            if self.l_variant == self.LVariant.RECURSIVE:
+                parts.append(f"recursive ({self.c:g},{l_value})-diversity")
+            else:
+                parts.append(f"{self.l_variant} {l_value}-diversity")
+        if self.t_closeness is not None:
+            parts.append(f"{self.t_closeness:g}-closeness ({self.get_t_distance_display()})")
+        parts.append(f"≤{self.suppression_percent:g}% suppressed")
+        return ", ".join(parts)
+
+
+class ReleaseRound(models.Model):
+    """An earlier round of a request, kept visible after the requester resubmitted."""
+
+    request = models.ForeignKey(ReleaseRequest, on_delete=models.CASCADE, related_name="rounds")
+    number = models.PositiveIntegerField()
+    parameters = models.JSONField()
+    outcome = models.CharField(max_length=16, choices=ReleaseRequest.State.choices)
+    summary = models.JSONField(default=dict, blank=True)
+    error = models.TextField(blank=True)
+    extract_sha256 = models.CharField(max_length=64, blank=True)
+    submitted_at = models.DateTimeField()
+    closed_at = models.DateTimeField(auto_now_add=True)
+    #: The requester's answer given when resubmitting.
+    response = models.TextField(blank=True)
+
+    class Meta:
+        ordering = ["number"]
+        constraints = [
+            models.UniqueConstraint(fields=["request", "number"], name="unique_round_number")
+        ]
+
+    def __str__(self) -> str:
+        return f"Round {self.number} of request #{self.request_id}"
+
+
+class Review(models.Model):
+    """One privacy officer's decision on one round, bound to the exact bytes reviewed."""
+
+    class Decision(models.TextChoices):
+        APPROVE = "approve", "Approved"
+        CHANGES = "changes", "Requested changes"
+        REJECT = "reject", "Rejected"
+
+    request = models.ForeignKey(ReleaseRequest, on_delete=models.CASCADE, related_name="reviews")
+    round = models.PositiveIntegerField()
+    reviewer = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="reviews"
+    )
+    decision = models.CharField(max_length=16, choices=Decision.choices)
+    comment = models.TextField(blank=True)
+    extract_sha256 = models.CharField(max_length=64)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        ordering = ["round", "created_at", "id"]
+        constraints = [
+            # One vote per reviewer per round: two clicks or two tabs cannot vote twice.
+            models.UniqueConstraint(
+                fields=["request", "round", "reviewer"], name="one_review_per_round"
+            )
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.reviewer} {self.decision} round {self.round} of #{self.request_id}"
+
 
 class EquivalenceClass(models.Model):
-    """One equivalence class of an extract: its quasi-identifier values and size."""
+    """One equivalence class of an extract: its quasi-identifier values, size and checks."""
 
     request = models.ForeignKey(ReleaseRequest, on_delete=models.CASCADE, related_name="classes")
     values = models.JSONField()
     size = models.PositiveIntegerField()
+    risk = models.FloatField(default=0.0, help_text="Prosecutor risk, 1 / size.")
+    #: Per sensitive attribute: {"values": {value: count}, "distinct_l", "entropy_l", "t"}.
+    sensitive = models.JSONField(default=dict, blank=True)
+    #: Models the class fails, and models it only just passes (at the threshold).
+    fails = models.JSONField(default=list, blank=True)
+    borderline = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["size", "id"]
@@ -85,3 +188,7 @@ class EquivalenceClass(models.Model):
 
     def __str__(self) -> str:
         return f"{self.size} rows: {self.values}"
+
+    @property
+    def flag(self) -> str:
+        return "fails" if self.fails else ("borderline" if self.borderline else "")

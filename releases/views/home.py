@@ -6,7 +6,7 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from ..services import datasets, release, roles
+from ..services import datasets, release, review, roles
 
 
 @require_GET
@@ -17,7 +17,7 @@ def home(request: HttpRequest) -> HttpResponse:
         context["datasets"] = datasets.datasets_for(user)[:10]
         context["my_requests"] = release.visible_requests(user).filter(requested_by=user)[:10]
     if roles.is_officer(user):
-        context["queue"] = release.review_queue(user)[:10]
+        context["queue"] = review.review_queue(user)[:10]
     if roles.is_recipient(user):
         context["approved"] = release.approved_releases(user)[:10]
     return render(request, "releases/home.html", context)

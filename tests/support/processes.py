@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import socket
@@ -187,3 +188,23 @@ def manage(env: dict, *args: str) -> str:
     if completed.returncode != 0:
         raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{completed.stderr}")
     return completed.stdout
+
+
+@contextlib.contextmanager
+def app_stack(workdir: Path, **settings: str) -> Iterator[dict]:
+    """The whole app on real processes: a migrated SQLite database with the demo accounts,
+    redis-server, a Celery worker and the web server. Extra environment settings apply to all.
+    """
+    with redis_server(workdir) as redis_url:
+        env = app_environment(
+            database_url=f"sqlite:///{workdir / 'db.sqlite3'}",
+            redis_url=redis_url,
+            media_root=workdir / "media",
+            var_dir=workdir,
+        )
+        env.update(settings)
+        manage(env, "migrate", "--noinput")
+        manage(env, "seed_demo")
+        accounts = json.loads((workdir / "demo-accounts.txt").read_text())
+        with celery_worker(env, workdir), web_server(env, workdir) as url:
+            yield {"url": url, "accounts": accounts, "workdir": workdir}

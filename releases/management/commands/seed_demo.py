@@ -1,4 +1,4 @@
-"""Create the three role groups and one demo account per role; print their passwords.
+"""Create the three role groups and demo accounts for each role; print their passwords.
 
 Passwords are generated on the first run and kept in ``var/demo-accounts.txt`` (outside the
 repository), so running it again prints the same accounts.
@@ -17,12 +17,13 @@ from releases.services import roles
 DEMO_ACCOUNTS = [
     ("steward", roles.STEWARDS),
     ("officer", roles.OFFICERS),
+    ("officer2", roles.OFFICERS),
     ("recipient", roles.RECIPIENTS),
 ]
 
 
 class Command(BaseCommand):
-    help = "Create demo accounts for a data steward, a privacy officer and a recipient."
+    help = "Create demo accounts for a data steward, two privacy officers and a recipient."
 
     def handle(self, *args, **options) -> None:
         store = settings.VAR_DIR / "demo-accounts.txt"
@@ -34,6 +35,7 @@ class Command(BaseCommand):
             password = passwords.get(username) or secrets.token_urlsafe(9)
             passwords[username] = password
             user, _ = user_model.objects.get_or_create(username=username)
+            user.email = f"{username}@example.org"
             user.set_password(password)
             user.save()
             user.groups.add(Group.objects.get(name=group_name))

@@ -1,0 +1,333 @@
+"""The review workflow: its state machine, blind votes, approvals bound to bytes, rounds."""
+
+from __future__ import annotations
+
+import io
+
+import pandas as pd
+import pytest
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+from django.urls import reverse
+
+from releases.models import AuditEvent, ReleaseRequest, ReleaseRound, Review, Role
+from releases.services import InvalidInput, downloads, release, review, storage
+from releases.services.release import ReleaseParameters
+from tests.conftest import make_user
+from tests.support import factories
+from tests.support.workflow import request_release, run
+from tests.test_services import synthetic_csv, tag
+
+pytestmark = pytest.mark.django_db
+
+State = ReleaseRequest.State
+ALL_STATES = [s.value for s in State]
+DECISIONS = [d.value for d in Review.Decision]
+
+
+@pytest.fixture
+def second_officer(db):
+    return make_user("officer2", "Privacy officers")
+
+
+def make_dataset(user):
+    return factories.make_dataset(user, synthetic_csv(), "people.csv")
+
+
+@pytest.fixture
+def ready(steward):
+    dataset = make_dataset(steward)
+    tag(
+        steward,
+        dataset,
+        {
+            "name": Role.IDENTIFIER,
+            "age": Role.QUASI_IDENTIFIER,
+            "sex": Role.QUASI_IDENTIFIER,
+            "diagnosis": Role.SENSITIVE,
+        },
+    )
+    return run(request_release(steward, dataset, k=5, suppression_limit=0.05))
+
+
+# --- The state machine ------------------------------------------------------------------------
+
+EXPECTED = {
+    (State.READY, "approve"): State.APPROVED,
+    (State.READY, "changes"): State.CHANGES_REQUESTED,
+    (State.READY, "reject"): State.REJECTED,
+}
+
+
+@pytest.mark.parametrize("state", ALL_STATES)
+@pytest.mark.parametrize("decision", DECISIONS)
+def test_every_review_transition_is_allowed_or_refused(ready, officer, state, decision):
+    ReleaseRequest.objects.filter(pk=ready.pk).update(state=state)
+    expected = EXPECTED.get((state, decision))
+    if expected is None:
+        with pytest.raises(InvalidInput, match="only a request that is ready for review"):
+            review.review(officer, ready.pk, decision, "a comment")
+        assert not Review.objects.exists()
+    else:
+        review.review(officer, ready.pk, decision, "a comment")
+        assert Review.objects.get().decision == decision
+    ready.refresh_from_db()
+    assert ready.state == (expected or state)
+    assert (ready.decided_at is not None) == (expected is not None)
+
+
+RESUBMITTABLE = {State.CHANGES_REQUESTED, State.FAILED}
+
+
+@pytest.mark.parametrize("state", ALL_STATES)
+def test_every_resubmit_transition_is_allowed_or_refused(
+    ready, steward, state, django_capture_on_commit_callbacks
+):
+    ReleaseRequest.objects.filter(pk=ready.pk).update(state=state)
+    params = ReleaseParameters(k=10, suppression_limit=0.1)
+    if state in RESUBMITTABLE:
+        with django_capture_on_commit_callbacks(execute=False) as callbacks:
+            release.resubmit(steward, ready.pk, params, "Coarser, as asked.")
+        ready.refresh_from_db()
+        assert (ready.state, ready.round, ready.k) == (State.QUEUED, 2, 10)
+        assert len(callbacks) == 2  # the old extract removed, the new run enqueued
+        assert ReleaseRound.objects.get(request=ready).outcome == state
+    else:
+        with pytest.raises(InvalidInput, match="can be resubmitted"):
+            release.resubmit(steward, ready.pk, params, "Coarser.")
+        ready.refresh_from_db()
+        assert (ready.state, ready.round) == (state, 1)
+
+
+# --- Who may do what ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("role_user", ["steward", "recipient", "other_steward"])
+def test_only_officers_review(request, ready, role_user):
+    with pytest.raises(PermissionDenied):
+        review.review(request.getfixturevalue(role_user), ready.pk, "approve")
+    assert not Review.objects.exists()
+
+
+def test_nobody_reviews_their_own_request(steward_officer):
+    dataset = make_dataset(steward_officer)
+    tag(steward_officer, dataset, {"age": Role.QUASI_IDENTIFIER})
+    own = run(request_release(steward_officer, dataset))
+    for decision in DECISIONS:
+        with pytest.raises(PermissionDenied, match="themselves"):
+            review.review(steward_officer, own.pk, decision, "comment")
+    assert not review.can_review(steward_officer, own)
+
+
+def test_only_the_requester_resubmits(ready, officer, other_steward, steward):
+    review.review(officer, ready.pk, "changes", "Coarser ages please.")
+    params = ReleaseParameters(k=10, suppression_limit=0.05)
+    with pytest.raises(PermissionDenied):
+        release.resubmit(officer, ready.pk, params, "I'll do it")
+    with pytest.raises(Http404):
+        release.resubmit(other_steward, ready.pk, params, "Not mine")
+    with pytest.raises(InvalidInput, match="Answer"):
+        release.resubmit(steward, ready.pk, params, " ")
+
+
+def test_a_reviewer_votes_once_per_round(ready, officer, second_officer, settings):
+    settings.REQUIRED_APPROVALS = 2
+    review.review(officer, ready.pk, "approve")
+    with pytest.raises(InvalidInput, match="already reviewed"):
+        review.review(officer, ready.pk, "approve")
+    assert Review.objects.count() == 1
+    ready.refresh_from_db()
+    assert ready.state == State.READY
+
+
+# --- Independent approvals, blind voting, binding to bytes --------------------------------------
+
+
+def test_two_independent_approvals_when_required(ready, officer, second_officer, settings):
+    settings.REQUIRED_APPROVALS = 2
+    review.review(officer, ready.pk, "approve")
+    ready.refresh_from_db()
+    assert ready.state == State.READY and review.approvals_so_far(ready) == 1
+    review.review(second_officer, ready.pk, "approve")
+    ready.refresh_from_db()
+    assert ready.state == State.APPROVED
+
+
+def test_blind_voting_hides_other_votes_until_one_votes(
+    ready, officer, second_officer, steward, settings, client
+):
+    settings.REQUIRED_APPROVALS = 2
+    review.review(officer, ready.pk, "approve", "Fine by me, the secret word is zebra")
+    ready.refresh_from_db()
+    assert review.votes_hidden_from(second_officer, ready)
+    assert review.reviews_for(second_officer, ready) == []
+    assert not any(
+        e.action == AuditEvent.Action.REVIEW for e in review.timeline_for(second_officer, ready)
+    )
+    assert review.votes_hidden_from(steward, ready)
+
+    client.force_login(second_officer)
+    page = client.get(reverse("releases:request_detail", args=[ready.pk])).content.decode()
+    assert "zebra" not in page and "stay hidden" in page
+
+    review.review(second_officer, ready.pk, "approve")
+    ready.refresh_from_db()
+    page = client.get(reverse("releases:request_detail", args=[ready.pk])).content.decode()
+    assert "zebra" in page
+    assert [r.reviewer for r in review.reviews_for(steward, ready)] == [officer, second_officer]
+
+
+def test_an_approval_counts_only_for_the_bytes_it_saw(ready, officer, second_officer, settings):
+    settings.REQUIRED_APPROVALS = 2
+    review.review(officer, ready.pk, "approve")
+    # The extract changes (a re-run writes other bytes): the earlier approval no longer counts.
+    content = storage.read_bytes(ready.extract_path) + b""
+    new_path = storage.save_bytes("extracts", ".csv", content.replace(b"\n", b"\r\n"))
+    ReleaseRequest.objects.filter(pk=ready.pk).update(
+        extract_path=new_path, extract_sha256=storage.sha256_hex(storage.read_bytes(new_path))
+    )
+    ready.refresh_from_db()
+    assert review.approvals_so_far(ready) == 0
+    review.review(second_officer, ready.pk, "approve")
+    ready.refresh_from_db()
+    assert ready.state == State.READY
+    assert Review.objects.get(reviewer=second_officer).extract_sha256 == ready.extract_sha256
+
+
+def test_approving_a_result_whose_checks_failed_is_refused(ready, officer, client):
+    summary = dict(ready.summary)
+    summary["achieved"] = {**summary["achieved"], "k": 3}
+    ReleaseRequest.objects.filter(pk=ready.pk).update(summary=summary)
+    ready.refresh_from_db()
+    failed = [c.name for c in review.checks(ready) if not c.passed]
+    assert failed == ["k-anonymity"]
+    with pytest.raises(InvalidInput, match="checks did not pass"):
+        review.review(officer, ready.pk, "approve")
+    client.force_login(officer)
+    response = client.post(
+        reverse("releases:request_review", args=[ready.pk]), {"decision": "approve"}
+    )
+    assert response.status_code == 400
+    assert "cannot be approved" in response.content.decode()
+    # Requesting changes stays possible.
+    review.review(officer, ready.pk, "changes", "k is not met")
+    ready.refresh_from_db()
+    assert ready.state == State.CHANGES_REQUESTED
+
+
+def test_approval_of_a_tampered_extract_is_refused(ready, officer, settings):
+    path = settings.MEDIA_ROOT / ready.extract_path
+    path.write_bytes(path.read_bytes() + b"x,y\n")
+    with pytest.raises(InvalidInput, match="no longer matches"):
+        review.review(officer, ready.pk, "approve")
+
+
+# --- Rounds ---------------------------------------------------------------------------------------
+
+
+def test_changes_requested_then_resubmitted_starts_a_new_round(ready, officer, steward, client):
+    review.review(officer, ready.pk, "changes", "Please use k=10.")
+    release.resubmit(
+        steward, ready.pk, ReleaseParameters(k=10, suppression_limit=0.05), "Done: k=10."
+    )
+    ready = run(ready)
+    assert (ready.state, ready.round, ready.k) == (State.READY, 2, 10)
+    assert ready.summary["achieved"]["k"] >= 10
+    extract = pd.read_csv(
+        io.BytesIO(storage.read_bytes(ready.extract_path)), dtype=str, keep_default_na=False
+    )
+    assert extract.groupby(["age", "sex"]).size().min() >= 10
+    earlier = ReleaseRound.objects.get(request=ready)
+    assert (earlier.number, earlier.outcome, earlier.response) == (
+        1,
+        State.CHANGES_REQUESTED,
+        "Done: k=10.",
+    )
+    assert earlier.parameters["k"] == 5
+    # The officer's first-round review does not count for round 2, and they may vote again.
+    assert review.can_review(officer, ready)
+    review.review(officer, ready.pk, "approve")
+    ready.refresh_from_db()
+    assert ready.state == State.APPROVED
+
+    client.force_login(steward)
+    page = client.get(reverse("releases:request_detail", args=[ready.pk])).content.decode()
+    assert "Earlier rounds" in page and "Please use k=10." in page and "Done: k=10." in page
+
+
+def test_the_requester_is_emailed_each_decision(
+    ready, officer, steward, mailoutbox, django_capture_on_commit_callbacks
+):
+    steward.email = "steward@example.org"
+    steward.save()
+    with django_capture_on_commit_callbacks(execute=True):
+        review.review(officer, ready.pk, "changes", "Coarser ages, please.")
+    assert len(mailoutbox) == 1
+    message = mailoutbox[0]
+    assert message.to == ["steward@example.org"]
+    assert "requested changes" in message.subject.lower()
+    assert "Coarser ages, please." in message.body
+
+
+def test_approved_extract_download_matches_the_reviewed_bytes(ready, officer, recipient):
+    review.review(officer, ready.pk, "approve")
+    download = downloads.download_extract(recipient, ready.pk)
+    assert storage.sha256_hex(download.content) == Review.objects.get().extract_sha256
+
+
+# --- The page ----------------------------------------------------------------------------------
+
+
+def test_review_page_shows_figures_checks_charts_and_classes(ready, officer, client):
+    client.force_login(officer)
+    page = client.get(reverse("releases:request_detail", args=[ready.pk])).content.decode()
+    for needle in [
+        'id="k-achieved"',
+        'id="loss"',
+        "highest re-identification risk",
+        'class="chart histogram"',
+        'class="chart risk"',
+        "Checks",
+        "Examples",
+        "A sample of released rows",
+        'id="classes"',
+        "Request changes",
+    ]:
+        assert needle in page, needle
+
+
+def test_classes_table_sorts_filters_and_expands(ready, officer, client):
+    client.force_login(officer)
+    url = reverse("releases:request_classes", args=[ready.pk])
+    largest = client.get(url + "?order=-size", HTTP_HX_REQUEST="true").content.decode()
+    sizes = list(ready.classes.order_by("-size").values_list("size", flat=True))
+    assert f'<td class="num">{sizes[0]}</td>' in largest.split("<tbody>")[1].split("</tr>")[0]
+    one = ready.classes.order_by("size").first()
+    filtered = client.get(
+        url, {"attribute": "sex", "value": one.values["sex"]}, HTTP_HX_REQUEST="true"
+    )
+    expected = ready.classes.filter(values__sex=one.values["sex"]).count()
+    assert filtered.content.decode().count('class="class-row') == min(expected, 25)
+    detail = client.get(
+        reverse("releases:class_detail", args=[ready.pk, one.pk]), HTTP_HX_REQUEST="true"
+    )
+    body = detail.content.decode()
+    assert "diagnosis" in body and "distinct l" in body
+    counts = one.sensitive["diagnosis"]["values"]
+    assert sum(counts.values()) == one.size
+
+
+def test_queue_filters_and_shows_the_reviewers_progress(
+    ready, officer, second_officer, client, settings
+):
+    settings.REQUIRED_APPROVALS = 2
+    review.review(officer, ready.pk, "approve")
+    client.force_login(officer)
+    page = client.get(reverse("releases:review_queue")).content.decode()
+    assert f"#{ready.pk}" in page and "reviewed" in page
+    client.force_login(second_officer)
+    page = client.get(reverse("releases:review_queue")).content.decode()
+    assert "waiting for you" in page
+    assert 'class="badge"' in page  # the navigation counts what waits for this officer
+    page = client.get(reverse("releases:review_queue") + "?state=approved").content.decode()
+    assert f"#{ready.pk}" not in page
