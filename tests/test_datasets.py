@@ -599,3 +599,18 @@ def test_without_javascript_save_tagging_applies_the_hierarchy_builder(client, s
     events = AuditEvent.objects.count()
     client.post(reverse("releases:tagging", args=[adult.pk]), data)
     assert AuditEvent.objects.count() == events
+
+
+def test_pages_read_columns_from_a_store_written_at_profiling(steward, private_media_root):
+    from releases.services import column_store
+
+    dataset = make_dataset(steward, "a,b,c\n1,,x\n2,y,\n=3,z,w\n")
+    original = datasets.load_frame(dataset)
+    stored = column_store.read(dataset, ["b", "a"])
+    # The same cells as the original file, missing values included, in the order asked for.
+    assert stored.values.tolist() == original[["b", "a"]].values.tolist()
+    assert stored["b"].tolist() == ["", "y", "z"]
+    files = {p.name for p in private_media_root.rglob("*") if p.is_file()}
+    assert any(name.endswith(".columns.parquet") for name in files)
+    datasets.delete_dataset(steward, dataset)
+    assert [p for p in private_media_root.rglob("*") if p.is_file()] == []

@@ -23,7 +23,7 @@ from ..engine import Hierarchy, HierarchyError
 from ..engine.risk import class_sizes_of, risk_summary
 from ..models import AuditEvent, Dataset, DatasetColumn, ReleaseRequest, Role
 from ..models.datasets import ColumnType, DateOrder
-from . import InvalidInput, audit, hierarchies, profiling, roles, storage, tabular
+from . import InvalidInput, audit, column_store, hierarchies, profiling, roles, storage, tabular
 
 PREVIEW_ROWS = profiling.PREVIEW_ROWS
 SUFFIXES = {"csv": ".csv", "tsv": ".tsv", "xlsx": ".xlsx", "parquet": ".parquet"}
@@ -194,6 +194,7 @@ def delete_dataset(user, dataset: Dataset) -> None:
         )
         for release_request in dataset.requests.all():
             release_request.delete()
+        column_store.delete(dataset)
         dataset.delete()
     for path in paths:
         if path:
@@ -273,7 +274,7 @@ def set_column_type(
     override = "" if column_type == column.inferred_type else column_type
     if (override, date_order or column.date_order) == (column.type_override, column.date_order):
         return column
-    series = load_frame(dataset)[column.name]
+    series = column_store.read(dataset, [column.name])[column.name]
     order = date_order or (
         column.profile.get("date_order") if column_type == ColumnType.DATE else ""
     )
@@ -292,7 +293,7 @@ def set_column_type(
 
 
 def column_values(dataset: Dataset, column: DatasetColumn) -> list[str]:
-    return list(load_frame(dataset)[column.name].unique())
+    return list(column_store.read(dataset, [column.name])[column.name].unique())
 
 
 def build_hierarchy(
@@ -397,7 +398,7 @@ def reidentification_risk(dataset: Dataset) -> dict:
     quasi = list(dataset.columns.filter(role=Role.QUASI_IDENTIFIER).values_list("name", flat=True))
     if not quasi or not dataset.is_ready:
         return {"quasi_identifiers": quasi, "rows": dataset.row_count}
-    frame = load_frame(dataset)
+    frame = column_store.read(dataset, quasi)
     sizes = class_sizes_of(frame, quasi)
     summary = risk_summary(sizes)
     unique_rows = int((sizes == 1).sum())

@@ -18,7 +18,7 @@ from django.utils.html import format_html, format_html_join
 
 from ..models import AuditEvent, Dataset, DatasetColumn
 from ..models.datasets import ColumnType, DateOrder
-from . import InvalidInput, audit, storage, suggestions
+from . import InvalidInput, audit, column_store, storage, suggestions
 from .tabular import TableFormat, read_table
 
 logger = logging.getLogger(__name__)
@@ -341,10 +341,15 @@ def profile_dataset(dataset_id: int) -> Dataset | None:
     except InvalidInput as exc:
         _refuse(dataset, str(exc))
         return dataset
-    except Exception as exc:  # an unexpected failure still ends in a readable state
+    except Exception:  # an unexpected failure still ends in a readable state
         logger.exception("Profiling dataset %s failed", dataset_id)
-        _refuse(dataset, f"The file could not be read ({type(exc).__name__}: {exc}).")
+        _refuse(
+            dataset,
+            "The file could not be read because of an internal error. The administrators can "
+            "find the details in the worker's log.",
+        )
         return dataset
+    column_store.write(dataset, frame)
     with transaction.atomic():
         for column in columns:
             column.dataset = dataset
