@@ -2,25 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pandas as pd
 import pytest
 
 from releases.engine import Hierarchy
-
-ADULT_DIR = Path(__file__).resolve().parent.parent / "data" / "adult"
-ADULT_QIS = [
-    "age",
-    "education",
-    "marital-status",
-    "native-country",
-    "occupation",
-    "race",
-    "salary-class",
-    "sex",
-]
+from tests.conftest import ADULT as ADULT_DIR
+from tests.conftest import ADULT_QUASI_IDENTIFIERS as ADULT_QIS
 
 
 @pytest.fixture(scope="session")

@@ -11,17 +11,9 @@ import time
 import pytest
 
 from releases.engine import AnonymizationConfig, PrivacyModel, anonymize
+from tests.conftest import ADULT_QUASI_IDENTIFIERS
 
-QIS = [
-    "age",
-    "education",
-    "marital-status",
-    "native-country",
-    "occupation",
-    "race",
-    "salary-class",
-    "sex",
-]
+QIS = ADULT_QUASI_IDENTIFIERS
 
 ARX_OPTIMA = [
     # model, suppression limit, levels (None: occupation is sensitive), suppressed, classes, Loss

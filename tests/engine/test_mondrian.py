@@ -63,19 +63,6 @@ def groupby_sizes(df: pd.DataFrame, qis: list[str]) -> np.ndarray:
 
 
 @pytest.fixture(scope="module")
-def adult() -> pd.DataFrame:
-    return pd.read_csv(ADULT / "adult.csv", sep=";", dtype=str, keep_default_na=False)
-
-
-@pytest.fixture(scope="module")
-def adult_hierarchies() -> dict[str, Hierarchy]:
-    return {
-        q: Hierarchy.from_arx_csv(ADULT / f"adult_hierarchy_{q}.csv", attribute=q)
-        for q in ADULT_QIS
-    }
-
-
-@pytest.fixture(scope="module")
 def adult_k5(adult, adult_hierarchies):
     cfg = AnonymizationConfig(adult_hierarchies, PrivacyModel(k=5), algorithm="mondrian")
     return anonymize_mondrian(adult, cfg)
