@@ -20,18 +20,9 @@ from releases.engine.types import (
     HierarchyError,
     PrivacyModel,
 )
+from tests.conftest import ADULT
+from tests.conftest import ADULT_QUASI_IDENTIFIERS as ADULT_QIS
 
-ADULT = Path(__file__).resolve().parents[1] / "data" / "adult"
-ADULT_QIS = [
-    "age",
-    "education",
-    "marital-status",
-    "native-country",
-    "occupation",
-    "race",
-    "salary-class",
-    "sex",
-]
 RANGE = re.compile(r"^\[(.+)-(.+)\]$")
 
 
