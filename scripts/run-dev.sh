@@ -15,9 +15,10 @@ PORT="${PORT:-8000}"
 pids=()
 cleanup() {
   trap - INT TERM EXIT
-  echo
-  echo "Stopping..."
+  # Stop the children first: the terminal (or a pipe such as tee) may already be gone.
+  trap '' PIPE
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  echo "Stopping..." 2>/dev/null || true
   wait 2>/dev/null || true
 }
 trap cleanup INT TERM EXIT
