@@ -46,7 +46,7 @@ def datasets_for(user) -> QuerySet[Dataset]:
     return Dataset.objects.filter(owner=user).annotate(
         request_count=Count("requests", distinct=True),
         quasi_count=Count("columns", filter=Q(columns__role=Role.QUASI_IDENTIFIER), distinct=True),
-    )
+    ).order_by("-created_at", "-id")  # aggregation drops Meta.ordering
 
 
 def get_dataset_for(user, dataset_id: int) -> Dataset:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from django.conf import settings
 from django.contrib import messages
+from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -72,7 +73,9 @@ def dataset_list(request: HttpRequest) -> HttpResponse:
                 request, "releases/partials/dataset_upload.html", _list_context(form, upload_error)
             )
     context = _list_context(form, upload_error)
-    context["datasets"] = datasets.datasets_for(request.user)
+    context["datasets"] = Paginator(datasets.datasets_for(request.user), 25).get_page(
+        request.GET.get("page")
+    )
     return render(request, "releases/dataset_list.html", context, status=status)
 
 
