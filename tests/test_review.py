@@ -267,6 +267,7 @@ def test_the_requester_is_emailed_each_decision(
     assert message.to == ["steward@example.org"]
     assert "requested changes" in message.subject.lower()
     assert "Coarser ages, please." in message.body
+    assert f"http://127.0.0.1:8000/requests/{ready.pk}/" in message.body
 
 
 def test_approved_extract_download_matches_the_reviewed_bytes(ready, officer, recipient):

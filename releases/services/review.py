@@ -207,7 +207,8 @@ def notify_requester(request_id: int, review_id: int) -> None:
     ]
     if vote.comment:
         lines += ["", "Comment:", vote.comment]
-    lines += ["", f"See {reverse('releases:request_detail', args=[release_request.pk])}"]
+    link = settings.SITE_URL + reverse("releases:request_detail", args=[release_request.pk])
+    lines += ["", f"See {link}"]
     try:
         send_mail(
             f"Release request #{release_request.pk}: {vote.get_decision_display().lower()}",
