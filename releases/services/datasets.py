@@ -43,10 +43,16 @@ def limit_message() -> str:
 def datasets_for(user) -> QuerySet[Dataset]:
     """The datasets a steward owns, newest first, with their request counts."""
     roles.require(user, roles.STEWARDS, "see datasets")
-    return Dataset.objects.filter(owner=user).annotate(
-        request_count=Count("requests", distinct=True),
-        quasi_count=Count("columns", filter=Q(columns__role=Role.QUASI_IDENTIFIER), distinct=True),
-    ).order_by("-created_at", "-id")  # aggregation drops Meta.ordering
+    return (
+        Dataset.objects.filter(owner=user)
+        .annotate(
+            request_count=Count("requests", distinct=True),
+            quasi_count=Count(
+                "columns", filter=Q(columns__role=Role.QUASI_IDENTIFIER), distinct=True
+            ),
+        )
+        .order_by("-created_at", "-id")
+    )  # aggregation drops Meta.ordering
 
 
 def get_dataset_for(user, dataset_id: int) -> Dataset:
