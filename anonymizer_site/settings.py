@@ -174,6 +174,11 @@ CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cook
 if not DEBUG:
     SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)
     CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)
+    # Behind a TLS-terminating proxy: trust its X-Forwarded-Proto, redirect plain HTTP, HSTS.
+    if env_bool("BEHIND_TLS_PROXY", False):
+        SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
+    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
+    SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", "0"))
 
 LOGGING = {
     "version": 1,
