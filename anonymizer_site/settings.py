@@ -149,6 +149,10 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+# A worker that dies hands its task back to the queue; the services' claims keep it single.
+CELERY_TASK_REJECT_ON_WORKER_LOST = True
+# A run or profiling silent for this long is taken as lost when a worker starts.
+STALE_WORK_SECONDS = int(os.environ.get("STALE_WORK_SECONDS", str(15 * 60)))
 
 # Independent approvals a release needs before it can be downloaded.
 REQUIRED_APPROVALS = int(os.environ.get("REQUIRED_APPROVALS", "1"))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 import pytest
@@ -113,8 +114,9 @@ def browser():
 
 
 @pytest.fixture
-def worker(redis_url, tmp_path, private_media_root):
-    """A real Celery worker process sharing the test database file, fed through real Redis."""
+def start_worker(redis_url, tmp_path, private_media_root):
+    """Starts real Celery worker processes sharing the test database file, fed through real
+    Redis: ``with start_worker() as process: ...``."""
     database = settings.DATABASES["default"]
     if database["ENGINE"] != "django.db.backends.sqlite3":
         pytest.skip("the worker fixture shares the SQLite test database file")
@@ -124,12 +126,24 @@ def worker(redis_url, tmp_path, private_media_root):
         media_root=private_media_root,
         var_dir=tmp_path,
     )
-    previous = celery_app.conf.broker_url
-    celery_app.conf.broker_url = redis_url
-    try:
-        with processes.celery_worker(env, tmp_path) as process:
-            yield process
-    finally:
-        celery_app.conf.broker_url = previous
-        # Drop the connections to this test's broker; the next use opens new ones.
-        celery_app.close()
+
+    @contextlib.contextmanager
+    def start():
+        previous = celery_app.conf.broker_url
+        celery_app.conf.broker_url = redis_url
+        try:
+            with processes.celery_worker(env, tmp_path) as process:
+                yield process
+        finally:
+            celery_app.conf.broker_url = previous
+            # Drop the connections to this test's broker; the next use opens new ones.
+            celery_app.close()
+
+    return start
+
+
+@pytest.fixture
+def worker(start_worker):
+    """A real Celery worker process for the length of a test."""
+    with start_worker() as process:
+        yield process

@@ -48,6 +48,8 @@ class Dataset(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     progress = models.FloatField(default=0.0)
     stage = models.CharField(max_length=200, blank=True)
+    #: Last sign of life from the worker profiling it (see services.recovery).
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
     error = models.TextField(blank=True)
     profiled_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

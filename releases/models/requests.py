@@ -70,6 +70,8 @@ class ReleaseRequest(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     submitted_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
+    #: Last sign of life from the worker running it (see services.recovery).
+    heartbeat_at = models.DateTimeField(null=True, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     extract_path = models.CharField(max_length=500, blank=True)
     extract_sha256 = models.CharField(max_length=64, blank=True)

@@ -278,7 +278,9 @@ def chart_svg(profile: dict, width: int = 180, height: int = 48) -> str:
 
 
 def _progress(dataset: Dataset, progress: float, stage: str) -> None:
-    Dataset.objects.filter(pk=dataset.pk).update(progress=progress, stage=stage)
+    Dataset.objects.filter(pk=dataset.pk).update(
+        progress=progress, stage=stage, heartbeat_at=timezone.now()
+    )
 
 
 def read_dataset_file(dataset: Dataset) -> tuple[pd.DataFrame, TableFormat]:
@@ -305,7 +307,10 @@ def profile_dataset(dataset_id: int) -> Dataset | None:
     """
     # A conditional update claims the dataset: of two runs (a redelivered task), one proceeds.
     claimed = Dataset.objects.filter(pk=dataset_id, status=Dataset.Status.PENDING).update(
-        status=Dataset.Status.PROFILING, stage="Reading the file", progress=0.05
+        status=Dataset.Status.PROFILING,
+        stage="Reading the file",
+        progress=0.05,
+        heartbeat_at=timezone.now(),
     )
     dataset = Dataset.objects.filter(pk=dataset_id).first()
     if not claimed or dataset is None:
@@ -339,11 +344,11 @@ def profile_dataset(dataset_id: int) -> Dataset | None:
                     f"Profiled {position + 1} of {n} columns",
                 )
     except InvalidInput as exc:
-        _refuse(dataset, str(exc))
+        refuse(dataset, str(exc))
         return dataset
     except Exception:  # an unexpected failure still ends in a readable state
         logger.exception("Profiling dataset %s failed", dataset_id)
-        _refuse(
+        refuse(
             dataset,
             "The file could not be read because of an internal error. The administrators can "
             "find the details in the worker's log.",
@@ -379,7 +384,7 @@ def profile_dataset(dataset_id: int) -> Dataset | None:
     return dataset
 
 
-def _refuse(dataset: Dataset, reason: str) -> None:
+def refuse(dataset: Dataset, reason: str) -> None:
     """A refused file: the dataset keeps only the reason; its stored file is removed."""
     path = dataset.file_path
     with transaction.atomic():

@@ -220,6 +220,7 @@ def resubmit(user, request_id: int, params: ReleaseParameters, response: str) ->
         release_request.extract_sha256 = ""
         release_request.submitted_at = timezone.now()
         release_request.started_at = None
+        release_request.heartbeat_at = None
         release_request.finished_at = None
         release_request.save()
         audit.record(
@@ -285,12 +286,16 @@ class _ProgressReporter:
         self.last = now
         # The search spans 10%..90%: loading comes before it, writing after.
         ReleaseRequest.objects.filter(pk=self.request_id).update(
-            progress=0.1 + 0.8 * max(0.0, min(1.0, fraction)), stage=stage[:200].capitalize()
+            progress=0.1 + 0.8 * max(0.0, min(1.0, fraction)),
+            stage=stage[:200].capitalize(),
+            heartbeat_at=timezone.now(),
         )
 
 
 def _set_progress(request_id: int, fraction: float, stage: str) -> None:
-    ReleaseRequest.objects.filter(pk=request_id).update(progress=fraction, stage=stage)
+    ReleaseRequest.objects.filter(pk=request_id).update(
+        progress=fraction, stage=stage, heartbeat_at=timezone.now()
+    )
 
 
 def run_release(request_id: int) -> None:
@@ -303,10 +308,12 @@ def run_release(request_id: int) -> None:
             logger.info("Request %s is %s: nothing to run.", request_id, release_request.state)
             return
         release_request.state = State.RUNNING
-        release_request.started_at = timezone.now()
+        release_request.started_at = release_request.heartbeat_at = timezone.now()
         release_request.progress = 0.02
         release_request.stage = "Loading the dataset"
-        release_request.save(update_fields=["state", "started_at", "progress", "stage"])
+        release_request.save(
+            update_fields=["state", "started_at", "heartbeat_at", "progress", "stage"]
+        )
         audit.record(
             AuditEvent.Action.RUN_START, None, request=release_request, round=release_request.round
         )
