@@ -98,6 +98,9 @@ def test_mondrian_release_is_k_anonymous_and_keeps_every_row(steward, adult):
     assert anonymity.k_anonymity(extract, QIS) >= 5
     assert len(extract) == 30162
     assert done.summary["levels"] is None and done.summary["algorithm"] == "mondrian"
+    for original, released in done.summary["examples"]["age"]:
+        low, high = released.strip("[]").split("-") if "-" in released else (released, released)
+        assert int(low) <= int(original) <= int(high)
     # Mondrian recodes locally: usually far more classes than full-domain generalization.
     assert done.summary["classes"] == extract.groupby(QIS).ngroups
 
@@ -121,6 +124,18 @@ def test_summary_carries_metrics_and_risk_for_the_page(steward, adult):
         "loss_per_attribute",
     }
     assert set(summary["metrics"]["loss_per_attribute"]) == set(QIS)
+    # Examples of original values and what they became, as the hierarchy says.
+    level = summary["levels"]["education"]
+    hierarchy = {
+        row[0]: row
+        for row in (
+            line.split(";")
+            for line in (ADULT / "adult_hierarchy_education.csv").read_text().splitlines()
+        )
+    }
+    assert summary["examples"]["education"]
+    for original, released in summary["examples"]["education"]:
+        assert hierarchy[original][level] == released
     # The sample pairs each released row with the same row before release.
     original, released = summary["sample"]["original"], summary["sample"]["released"]
     workclass = summary["sample"]["columns"].index("workclass")

@@ -399,13 +399,6 @@ def _summary(result, release_request: ReleaseRequest, frame: pd.DataFrame, confi
         }
         for name in [*config.quasi_identifiers, *config.sensitive]
     }
-    # Examples of original and released values per quasi-identifier.
-    report["examples"] = {}
-    if result.levels is not None:
-        for name, hierarchy in config.quasi_identifiers.items():
-            level = result.levels[name]
-            seen = list(dict.fromkeys(frame[name].head(2000)))[:4]
-            report["examples"][name] = [[v, hierarchy.generalize(v, level)] for v in seen]
     # A sample of released rows next to the same rows before release.
     shown = [c for c in frame.columns if c not in config.identifiers]
     positions = list(result.source_rows[:SAMPLE_ROWS])
@@ -414,9 +407,20 @@ def _summary(result, release_request: ReleaseRequest, frame: pd.DataFrame, confi
         "original": frame.iloc[positions][shown].values.tolist(),
         "released": released.head(SAMPLE_ROWS)[shown].values.tolist(),
     }
+    report["examples"] = _examples(result, frame, config)
     class_sizes = result.classes["size"].astype(int)
     report["class_size_histogram"] = _size_histogram(class_sizes.tolist())
     return report
+
+
+def _examples(result, frame: pd.DataFrame, config, per_attribute: int = 4) -> dict:
+    """Per quasi-identifier, a few original values and what they became in the extract."""
+    kept = frame.iloc[result.source_rows[:2000]]
+    out: dict[str, list[list[str]]] = {}
+    for name in config.quasi_identifiers:
+        pairs = zip(kept[name].tolist(), result.data[name].head(2000).tolist(), strict=True)
+        out[name] = [list(pair) for pair in dict.fromkeys(pairs)][:per_attribute]
+    return out
 
 
 def _size_histogram(sizes: list[int], bins: int = 20) -> list[list[int]]:
