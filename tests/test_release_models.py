@@ -10,6 +10,7 @@ import pandas as pd
 import pytest
 from pycanon import anonymity
 
+from releases.engine import Hierarchy
 from releases.models import ReleaseRequest, Role
 from releases.services import InvalidInput, storage
 from tests.conftest import ADULT
@@ -124,18 +125,14 @@ def test_summary_carries_metrics_and_risk_for_the_page(steward, adult):
         "loss_per_attribute",
     }
     assert set(summary["metrics"]["loss_per_attribute"]) == set(QIS)
-    # Examples of original values and what they became, as the hierarchy says.
-    level = summary["levels"]["education"]
-    hierarchy = {
-        row[0]: row
-        for row in (
-            line.split(";")
-            for line in (ADULT / "adult_hierarchy_education.csv").read_text().splitlines()
-        )
-    }
-    assert summary["examples"]["education"]
-    for original, released in summary["examples"]["education"]:
-        assert hierarchy[original][level] == released
+    # Examples of original values and what they became, as the (automatic) hierarchy says.
+    adult_frame = pd.read_csv(ADULT / "adult.csv", sep=";", dtype=str, keep_default_na=False)
+    for name in ("age", "education"):
+        hierarchy = Hierarchy.automatic(adult_frame[name].unique(), attribute=name)
+        assert hierarchy.height == summary["heights"][name]
+        assert summary["examples"][name]
+        for original, released in summary["examples"][name]:
+            assert hierarchy.generalize(original, summary["levels"][name]) == released
     # The sample pairs each released row with the same row before release.
     original, released = summary["sample"]["original"], summary["sample"]["released"]
     workclass = summary["sample"]["columns"].index("workclass")
