@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from .services import profiling, release
+from .services import profiling, release, review
 
 
 @shared_task(name="releases.run_release")
@@ -13,3 +13,8 @@ def run_release_task(request_id: int) -> None:
 @shared_task(name="releases.profile_dataset")
 def profile_dataset_task(dataset_id: int) -> None:
     profiling.profile_dataset(dataset_id)
+
+
+@shared_task(name="releases.notify_requester")
+def notify_requester_task(review_id: int) -> None:
+    review.notify_requester(review_id)

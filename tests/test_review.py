@@ -256,10 +256,14 @@ def test_changes_requested_then_resubmitted_starts_a_new_round(ready, officer, s
 
 
 def test_the_requester_is_emailed_each_decision(
-    ready, officer, steward, mailoutbox, django_capture_on_commit_callbacks
+    ready, officer, steward, mailoutbox, django_capture_on_commit_callbacks, monkeypatch
 ):
+    from anonymizer_site.celery import app as celery_app
+
     steward.email = "steward@example.org"
     steward.save()
+    # Eager Celery: the notification task runs here, as the worker would run it.
+    monkeypatch.setitem(celery_app.conf, "task_always_eager", True)
     with django_capture_on_commit_callbacks(execute=True):
         review.review(officer, ready.pk, "changes", "Coarser ages, please.")
     assert len(mailoutbox) == 1

@@ -165,7 +165,8 @@ def review(user, request_id: int, decision: str, comment: str = "") -> ReleaseRe
                 sha256=release_request.extract_sha256,
                 outcome=new_state,
             )
-            transaction.on_commit(lambda: notify_requester(release_request.pk, vote.pk))
+            # The e-mail goes out from the worker: a slow mail server never slows the review.
+            transaction.on_commit(lambda: _enqueue_notification(vote.pk))
     except IntegrityError:
         # The unique constraint caught a second vote racing in from the same reviewer.
         raise InvalidInput("You have already reviewed this round.") from None
@@ -192,7 +193,13 @@ def _outcome(release_request: ReleaseRequest, decision: str) -> str:
     return release_request.state
 
 
-def notify_requester(request_id: int, review_id: int) -> None:
+def _enqueue_notification(review_id: int) -> None:
+    from ..tasks import notify_requester_task
+
+    notify_requester_task.delay(review_id)
+
+
+def notify_requester(review_id: int) -> None:
     """E-mail the requester about a decision on their request."""
     vote = Review.objects.select_related("request__requested_by", "reviewer").get(pk=review_id)
     release_request = vote.request
