@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 
 $(VENV)/.installed-run: pyproject.toml
 	@scripts/check-python.sh "$(PYTHON)"
-	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	@scripts/make-venv.sh "$(PYTHON)" $(VENV)
 	$(PY) -m pip install --quiet --disable-pip-version-check --upgrade pip
 	$(PY) -m pip install --quiet --disable-pip-version-check -e .
 	@touch $@
