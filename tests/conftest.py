@@ -130,6 +130,8 @@ def start_worker(redis_url, tmp_path, private_media_root):
     @contextlib.contextmanager
     def start():
         previous = celery_app.conf.broker_url
+        # Connections opened earlier point at another broker: drop them first.
+        celery_app.close()
         celery_app.conf.broker_url = redis_url
         try:
             with processes.celery_worker(env, tmp_path) as process:

@@ -258,14 +258,20 @@ def test_changes_requested_then_resubmitted_starts_a_new_round(ready, officer, s
 def test_the_requester_is_emailed_each_decision(
     ready, officer, steward, mailoutbox, django_capture_on_commit_callbacks, monkeypatch
 ):
-    from anonymizer_site.celery import app as celery_app
+    from releases.tasks import notify_requester_task
 
     steward.email = "steward@example.org"
     steward.save()
-    # Eager Celery: the notification task runs here, as the worker would run it.
-    monkeypatch.setitem(celery_app.conf, "task_always_eager", True)
+    # The task runs here, with the arguments it was queued with, as the worker would run it.
+    queued = []
+    monkeypatch.setattr(
+        notify_requester_task,
+        "delay",
+        lambda *args: queued.append(args) or notify_requester_task(*args),
+    )
     with django_capture_on_commit_callbacks(execute=True):
         review.review(officer, ready.pk, "changes", "Coarser ages, please.")
+    assert queued == [(Review.objects.get().pk,)]
     assert len(mailoutbox) == 1
     message = mailoutbox[0]
     assert message.to == ["steward@example.org"]
