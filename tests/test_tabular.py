@@ -2,8 +2,7 @@
 
 import pytest
 
-from releases.services import InvalidInput
-from releases.services.tabular import read_table
+from releases.engine.tabular import TableError, read_table
 
 
 @pytest.mark.parametrize(
@@ -58,6 +57,6 @@ def test_quoted_fields_keep_their_delimiters():
     ],
 )
 def test_bad_files_are_rejected_with_a_clear_message(raw, message):
-    with pytest.raises(InvalidInput) as error:
+    with pytest.raises(TableError) as error:
         read_table(raw)
     assert message in str(error.value)

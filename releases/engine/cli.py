@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import io
 import json
 import os
 import sys
@@ -32,12 +31,12 @@ from typing import Any, TextIO
 import numpy as np
 import pandas as pd
 
+from . import tabular
 from .export import neutralise_formulas
 from .types import AnonymizationConfig, AnonymizationResult, EngineError, PrivacyModel
 
 EXIT_OK = 0
 EXIT_ERROR = 2
-_DELIMITERS = (",", ";", "\t")
 
 
 class CliError(Exception):
@@ -101,22 +100,6 @@ def build_parser(prog: str = "anonymize") -> argparse.ArgumentParser:
 # --------------------------------------------------------------------------- reading
 
 
-def decode_bytes(raw: bytes) -> str:
-    """UTF-8 (a BOM is dropped), else Latin-1 (which decodes any byte string)."""
-    try:
-        return raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        return raw.decode("latin-1")
-
-
-def detect_delimiter(text: str) -> str:
-    """The most frequent of ``,`` ``;`` tab on the header line (``,`` when none occurs)."""
-    header = text.split("\n", 1)[0]
-    counts = {d: header.count(d) for d in _DELIMITERS}
-    best = max(_DELIMITERS, key=lambda d: counts[d])
-    return best if counts[best] else ","
-
-
 def _delimiter_arg(value: str | None) -> str | None:
     if value is None:
         return None
@@ -128,30 +111,20 @@ def _delimiter_arg(value: str | None) -> str | None:
 
 
 def read_table(path: str, delimiter: str | None = None) -> tuple[pd.DataFrame, str]:
-    """Read a CSV file as strings ("" for an empty cell); returns the table and its delimiter."""
+    """Read a CSV, TSV, Excel or Parquet file as strings ("" for an empty cell) with the web
+    upload's reader; returns the table and the delimiter to write the extract with."""
     try:
         raw = Path(path).read_bytes()
     except OSError as exc:
         raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
-    text = decode_bytes(raw)
-    if not text.strip():
-        raise CliError(f"{path} is empty")
-    sep = delimiter or detect_delimiter(text)
     try:
-        df = pd.read_csv(
-            io.StringIO(text),
-            sep=sep,
-            dtype=str,
-            keep_default_na=False,
-            na_filter=False,
-            engine="c",
-        )
-    except (pd.errors.ParserError, ValueError) as exc:
-        raise CliError(f"cannot parse {path} as CSV: {str(exc).strip().splitlines()[0]}") from None
-    dupes = df.columns[df.columns.duplicated()].tolist()
-    if dupes:
-        raise CliError(f"{path} has duplicate column names: {', '.join(map(repr, dupes))}")
-    return df, sep
+        fmt = None
+        if delimiter is not None:
+            fmt = tabular.TableFormat(encoding=tabular.detect_encoding(raw), delimiter=delimiter)
+        df, fmt = tabular.read_table(raw, fmt, Path(path).name)
+    except tabular.TableError as exc:
+        raise CliError(f"{path}: {exc}") from None
+    return df, fmt.delimiter if fmt.file_format in ("csv", "tsv") else ","
 
 
 def _split_pair(item: str, option: str) -> tuple[str, str | None]:

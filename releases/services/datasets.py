@@ -19,11 +19,11 @@ from django.db import transaction
 from django.db.models import Count, Q, QuerySet
 from django.http import Http404
 
-from ..engine import Hierarchy, HierarchyError
+from ..engine import Hierarchy, HierarchyError, tabular
 from ..engine.risk import class_sizes_of, risk_summary
 from ..models import AuditEvent, Dataset, DatasetColumn, ReleaseRequest, Role
 from ..models.datasets import ColumnType, DateOrder
-from . import InvalidInput, audit, column_store, hierarchies, profiling, roles, storage, tabular
+from . import InvalidInput, audit, column_store, hierarchies, profiling, roles, storage
 
 PREVIEW_ROWS = profiling.PREVIEW_ROWS
 SUFFIXES = {"csv": ".csv", "tsv": ".tsv", "xlsx": ".xlsx", "parquet": ".parquet"}
@@ -119,9 +119,9 @@ def create_dataset(user, uploaded: UploadedFile, name: str = "", sheet: str = ""
         head = uploaded.read(tabular.SNIFF_BYTES)
         file_format = tabular.sniff_format(head, filename)
         path, digest, size, _ = _store_stream(uploaded, SUFFIXES[file_format])
-    except InvalidInput as exc:
+    except (InvalidInput, tabular.TableError) as exc:
         audit.record(AuditEvent.Action.UPLOAD_REJECTED, user, filename=filename, reason=str(exc))
-        raise
+        raise InvalidInput(str(exc)) from None
     try:
         with transaction.atomic():
             dataset = Dataset.objects.create(

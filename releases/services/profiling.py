@@ -16,10 +16,10 @@ from django.db import transaction
 from django.utils import timezone
 from django.utils.html import format_html, format_html_join
 
+from ..engine.tabular import TableError, TableFormat, read_table
 from ..models import AuditEvent, Dataset, DatasetColumn
 from ..models.datasets import ColumnType, DateOrder
 from . import InvalidInput, audit, column_store, storage, suggestions
-from .tabular import TableFormat, read_table
 
 logger = logging.getLogger(__name__)
 
@@ -297,7 +297,10 @@ def read_dataset_file(dataset: Dataset) -> tuple[pd.DataFrame, TableFormat]:
         )
     elif dataset.file_format == "tsv":
         fmt = TableFormat(file_format="tsv")
-    return read_table(raw, fmt, dataset.original_filename)
+    try:
+        return read_table(raw, fmt, dataset.original_filename)
+    except TableError as exc:
+        raise InvalidInput(str(exc)) from None
 
 
 def profile_dataset(dataset_id: int) -> Dataset | None:

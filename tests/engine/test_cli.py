@@ -13,7 +13,7 @@ import pandas as pd
 import pytest
 from pycanon import anonymity
 
-from releases.engine.cli import detect_delimiter, run
+from releases.engine.cli import run
 from releases.engine.export import neutralise_formulas
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -148,13 +148,6 @@ def test_delimiter_and_encoding_detected(tmp_path, sep, encoding):
     res = pd.read_csv(out, sep=sep, dtype=str, keep_default_na=False, encoding="utf-8")
     assert list(res.columns) == ["ville", "âge"]  # no BOM glued to the first name
     assert set(res["ville"]) == {"Besançon", "Orléans"}
-
-
-def test_detect_delimiter():
-    assert detect_delimiter("a;b;c\n1;2;3") == ";"
-    assert detect_delimiter("a\tb\n") == "\t"
-    assert detect_delimiter("a,b;c,d\n") == ","
-    assert detect_delimiter("single\n1\n") == ","
 
 
 def _bad_hierarchy(tmp_path: Path) -> Path:

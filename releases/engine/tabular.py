@@ -1,10 +1,10 @@
-"""Reading uploaded tables: CSV/TSV (encoding, delimiter and quoting detected), Excel and Parquet.
+"""Reading tables: CSV/TSV (encoding, delimiter and quoting detected), Excel and Parquet.
 
 Every cell is read as a string, and missing values stay as the empty string: they are a value
 of their own for the engine, never silently dropped. Excel and Parquet cells are converted the
 same way: whole numbers without ``.0``, dates and times in ISO format, empty cells as "".
 
-Every problem is raised as ``InvalidInput`` with a message naming it and, where it applies, the
+Every problem is raised as ``TableError`` with a message naming it and, where it applies, the
 line (or row) and the column.
 """
 
@@ -20,7 +20,12 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from . import InvalidInput
+from .types import EngineError
+
+
+class TableError(EngineError):
+    """A file that cannot be read as a table; the message says what is wrong and where."""
+
 
 DELIMITERS = [",", ";", "\t", "|"]
 DELIMITER_NAMES = {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe"}
@@ -53,25 +58,25 @@ def sniff_format(head: bytes, filename: str = "") -> str:
     """
     name = filename.lower()
     if not head.strip():
-        raise InvalidInput("The file is empty.")
+        raise TableError("The file is empty.")
     if head.startswith(b"PAR1"):
         return PARQUET
     if head.startswith(b"PK\x03\x04"):
         if name.endswith((".xlsx", ".xlsm")) or b"xl/" in head or b"[Content_Types].xml" in head:
             return XLSX
-        raise InvalidInput(
+        raise TableError(
             "This is a ZIP archive, not a table. Upload a CSV, TSV, Excel (.xlsx) or Parquet file."
         )
     if head.startswith(b"\xd0\xcf\x11\xe0"):
-        raise InvalidInput(
+        raise TableError(
             "This is an old Excel (.xls) or other Office binary file. Save it as .xlsx or CSV."
         )
     if name.endswith(".parquet"):
-        raise InvalidInput("The file is named .parquet but is not a Parquet file (no PAR1 header).")
+        raise TableError("The file is named .parquet but is not a Parquet file (no PAR1 header).")
     if head.startswith((b"\xff\xfe", b"\xfe\xff")):
         return TSV if name.endswith(".tsv") else CSV  # UTF-16 text with a byte-order mark
     if b"\x00" in head[:SNIFF_BYTES]:
-        raise InvalidInput(
+        raise TableError(
             "This looks like a binary file of an unknown format, not a table. "
             "Upload a CSV, TSV, Excel (.xlsx) or Parquet file."
         )
@@ -89,11 +94,11 @@ def _position(raw: bytes, offset: int) -> str:
 def detect_encoding(raw: bytes) -> str:
     """UTF-8 (with or without BOM), UTF-16 with BOM, else Windows-1252 or Latin-1."""
     if not raw.strip():
-        raise InvalidInput("The file is empty.")
+        raise TableError("The file is empty.")
     if raw.startswith((b"\xff\xfe", b"\xfe\xff")):
         return "utf-16"
     if b"\x00" in raw[:SNIFF_BYTES]:
-        raise InvalidInput("This looks like a binary file, not a CSV text file.")
+        raise TableError("This looks like a binary file, not a CSV text file.")
     try:
         raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -102,7 +107,7 @@ def detect_encoding(raw: bytes) -> str:
         return "utf-8-sig" if raw.startswith(b"\xef\xbb\xbf") else "utf-8"
     bad = next((i for i, b in enumerate(raw) if b in CP1252_UNDEFINED), None)
     if bad is not None:
-        raise InvalidInput(
+        raise TableError(
             "The file's bytes could not be decoded as UTF-8, Windows-1252 or Latin-1 text: "
             f"byte 0x{raw[bad]:02x} on {_where(raw, bad)} has no meaning in these encodings "
             f"(the first byte that is not UTF-8 is on {_position(raw, utf8_error.start)}). "
@@ -130,7 +135,7 @@ def _where(raw: bytes, offset: int) -> str:
 def detect_delimiter(text_sample: str) -> str:
     lines = [line for line in text_sample.splitlines() if line.strip()][:50]
     if not lines:
-        raise InvalidInput("The file is empty.")
+        raise TableError("The file is empty.")
     try:
         return csv.Sniffer().sniff("\n".join(lines), delimiters="".join(DELIMITERS)).delimiter
     except csv.Error:
@@ -145,11 +150,11 @@ def check_header(header: list[str]) -> list[str]:
     header = [str(name).strip() for name in header]
     for position, name in enumerate(header, start=1):
         if not name:
-            raise InvalidInput(f"Column {position} of the header has no name.")
+            raise TableError(f"Column {position} of the header has no name.")
     seen: dict[str, int] = {}
     for position, name in enumerate(header, start=1):
         if name in seen:
-            raise InvalidInput(
+            raise TableError(
                 f"The column name {name!r} appears twice in the header "
                 f"(columns {seen[name]} and {position})."
             )
@@ -172,17 +177,17 @@ def _read_text(raw: bytes, fmt: TableFormat | None) -> tuple[pd.DataFrame, Table
     try:
         numbered = [(reader.line_num, row) for row in reader if row and any(c.strip() for c in row)]
     except csv.Error as exc:
-        raise InvalidInput(f"Line {reader.line_num}: {exc}.") from None
+        raise TableError(f"Line {reader.line_num}: {exc}.") from None
     rows = [row for _, row in numbered]
     if not rows:
-        raise InvalidInput("The file is empty.")
+        raise TableError("The file is empty.")
     header = check_header(rows[0])
     if len(rows) == 1:
-        raise InvalidInput("The file has only a header row and no data.")
+        raise TableError("The file has only a header row and no data.")
     width = len(header)
     for line_number, row in numbered[1:]:
         if len(row) != width:
-            raise InvalidInput(
+            raise TableError(
                 f"Line {line_number} has {len(row)} fields but the header has {width} "
                 f"(delimiter: {DELIMITER_NAMES.get(fmt.delimiter, fmt.delimiter)}); "
                 f"the row starts with {row[0][:40]!r}."
@@ -237,10 +242,10 @@ def _frame_from_rows(rows: list[list[str]], where: str) -> pd.DataFrame:
         rows.pop()
     rows = [r for r in rows if any(c.strip() for c in r)]
     if not rows:
-        raise InvalidInput(f"{where} is empty.")
+        raise TableError(f"{where} is empty.")
     header = check_header(rows[0])
     if len(rows) == 1:
-        raise InvalidInput(f"{where} has only a header row and no data.")
+        raise TableError(f"{where} has only a header row and no data.")
     return pd.DataFrame(rows[1:], columns=header, dtype=str)
 
 
@@ -254,11 +259,11 @@ def _open_workbook(raw: bytes):
     try:
         return openpyxl.load_workbook(io.BytesIO(raw), read_only=True, data_only=True)
     except (zipfile.BadZipFile, KeyError, OSError, ValueError) as exc:
-        raise InvalidInput(
+        raise TableError(
             f"The Excel file could not be opened: it is damaged or not .xlsx ({exc})."
         ) from None
     except Exception as exc:  # openpyxl raises many types on broken workbooks
-        raise InvalidInput(
+        raise TableError(
             f"The Excel file could not be opened ({type(exc).__name__}: {exc})."
         ) from None
 
@@ -268,9 +273,9 @@ def _read_excel(raw: bytes, sheet: str) -> tuple[pd.DataFrame, TableFormat]:
     try:
         names = workbook.sheetnames
         if not names:
-            raise InvalidInput("The Excel file has no sheets.")
+            raise TableError("The Excel file has no sheets.")
         if sheet and sheet not in names:
-            raise InvalidInput(
+            raise TableError(
                 f"The Excel file has no sheet named {sheet!r}; its sheets are "
                 + ", ".join(repr(n) for n in names)
                 + "."
@@ -302,10 +307,10 @@ def _read_parquet(raw: bytes) -> tuple[pd.DataFrame, TableFormat]:
     try:
         table = pq.read_table(pa.BufferReader(raw))
     except (pa.ArrowException, OSError, ValueError) as exc:
-        raise InvalidInput(f"The Parquet file is damaged and could not be read ({exc}).") from None
+        raise TableError(f"The Parquet file is damaged and could not be read ({exc}).") from None
     header = check_header([str(n) for n in table.column_names])
     if table.num_rows == 0:
-        raise InvalidInput("The Parquet file has columns but no rows.")
+        raise TableError("The Parquet file has columns but no rows.")
     data = {}
     for name, column in zip(header, table.columns, strict=True):
         data[name] = [cell_text(v) for v in column.to_pylist()]
@@ -318,7 +323,7 @@ def _read_parquet(raw: bytes) -> tuple[pd.DataFrame, TableFormat]:
 def read_table(
     raw: bytes, fmt: TableFormat | None = None, filename: str = ""
 ) -> tuple[pd.DataFrame, TableFormat]:
-    """Parse a file's bytes into a DataFrame of strings, checking shape; raise ``InvalidInput``."""
+    """Parse a file's bytes into a DataFrame of strings, checking shape; raise ``TableError``."""
     file_format = fmt.file_format if fmt else sniff_format(raw[:SNIFF_BYTES], filename)
     if file_format == XLSX:
         return _read_excel(raw, fmt.sheet if fmt else "")
