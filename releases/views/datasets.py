@@ -83,11 +83,6 @@ def _decorate(column: DatasetColumn) -> DatasetColumn:
     """Attach what the column's rows show besides the model's fields."""
     column.chart = profiling.chart_svg(column.profile)
     column.unique_percent = round(100 * column.unique_share, 1)
-    column.builder = (
-        column.hierarchy_source
-        if column.hierarchy_source != DatasetColumn.HierarchySource.UPLOADED
-        else DatasetColumn.HierarchySource.UPLOADED
-    )
     params = column.hierarchy_params or {}
     column.widths_text = ", ".join(
         str(int(w)) if float(w).is_integer() else str(w) for w in params.get("widths") or []
@@ -96,16 +91,17 @@ def _decorate(column: DatasetColumn) -> DatasetColumn:
     return column
 
 
+# The choices every column row offers.
+COLUMN_CHOICES = {
+    "roles": Role.choices,
+    "column_types": ColumnType.choices,
+    "date_orders": DateOrder.choices,
+    "builders": hierarchies.BUILDERS,
+}
+
+
 def _column_context(dataset, column, **extra) -> dict:
-    return {
-        "dataset": dataset,
-        "column": _decorate(column),
-        "roles": Role.choices,
-        "column_types": ColumnType.choices,
-        "date_orders": DateOrder.choices,
-        "builders": hierarchies.BUILDERS,
-        **extra,
-    }
+    return {"dataset": dataset, "column": _decorate(column), **COLUMN_CHOICES, **extra}
 
 
 def dataset_context(dataset, request_form=None) -> dict:
@@ -113,10 +109,7 @@ def dataset_context(dataset, request_form=None) -> dict:
     return {
         "dataset": dataset,
         "columns": columns,
-        "roles": Role.choices,
-        "column_types": ColumnType.choices,
-        "date_orders": DateOrder.choices,
-        "builders": hierarchies.BUILDERS,
+        **COLUMN_CHOICES,
         "request_form": request_form or ReleaseRequestForm(),
         "requests": dataset.requests.select_related("requested_by")[:20],
         "suggestions_pending": any(
