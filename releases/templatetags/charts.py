@@ -125,6 +125,72 @@ def size_histogram(bins, k: int, width: int = 620, height: int = 180) -> SafeStr
     )
 
 
+@register.simple_tag
+def column_chart(profile: dict, width: int = 180, height: int = 48) -> str:
+    """A column profile's small chart: a histogram (numbers, dates) or bars (categories)."""
+    chart = profile.get("chart") or {}
+    bins = chart.get("bins") or []
+    if not bins:
+        return ""
+    peak = max(b["count"] for b in bins) or 1
+    if chart.get("kind") == "histogram":
+        step = width / len(bins)
+        bars = format_html_join(
+            "",
+            '<rect x="{}" y="{}" width="{}" height="{}"><title>{}: {}</title></rect>',
+            (
+                (
+                    f"{i * step:.1f}",
+                    f"{height - b['count'] / peak * height:.1f}",
+                    f"{max(step - 1, 1):.1f}",
+                    f"{b['count'] / peak * height:.1f}",
+                    b["label"],
+                    b["count"],
+                )
+                for i, b in enumerate(bins)
+            ),
+        )
+        return format_html(
+            '<svg class="chart histogram" role="img" viewBox="0 0 {} {}" width="{}" height="{}" '
+            'aria-label="Histogram of {} bins">{}</svg>',
+            width,
+            height,
+            width,
+            height,
+            len(bins),
+            bars,
+        )
+    row = 12
+    total_height = row * len(bins)
+    bars = format_html_join(
+        "",
+        '<g><rect x="0" y="{}" width="{}" height="{}"></rect><text x="{}" y="{}">{}</text>'
+        "<title>{}: {}</title></g>",
+        (
+            (
+                i * row,
+                f"{max(b['count'] / peak * width * 0.55, 1):.1f}",
+                row - 2,
+                f"{b['count'] / peak * width * 0.55 + 3:.1f}",
+                i * row + row - 3,
+                b["label"][:18],
+                b["label"],
+                b["count"],
+            )
+            for i, b in enumerate(bins)
+        ),
+    )
+    return format_html(
+        '<svg class="chart bars" role="img" viewBox="0 0 {} {}" width="{}" height="{}" '
+        'aria-label="Most frequent values">{}</svg>',
+        width,
+        total_height,
+        width,
+        total_height,
+        bars,
+    )
+
+
 RISK_LABELS = [
     ("highest", "highest"),
     ("average", "average"),

@@ -14,7 +14,7 @@ from ..engine import HierarchyError
 from ..forms import ReleaseRequestForm, UploadForm
 from ..models import AuditEvent, DatasetColumn, Role
 from ..models.datasets import ColumnType, DateOrder
-from ..services import InvalidInput, audit, datasets, hierarchies, profiling, roles
+from ..services import InvalidInput, audit, datasets, hierarchies, roles
 from ._common import is_htmx as _is_htmx
 
 # Multipart framing and the other fields around the file.
@@ -81,7 +81,6 @@ def dataset_list(request: HttpRequest) -> HttpResponse:
 
 def _decorate(column: DatasetColumn) -> DatasetColumn:
     """Attach what the column's rows show besides the model's fields."""
-    column.chart = profiling.chart_svg(column.profile)
     column.unique_percent = round(100 * column.unique_share, 1)
     params = column.hierarchy_params or {}
     column.widths_text = ", ".join(
