@@ -1,10 +1,10 @@
 # Two commands: `make run` (the app with Redis and a Celery worker on http://127.0.0.1:8000)
 # and `make test` (the whole suite). Both set up .venv on first use.
-PYTHON ?= $(shell command -v python3.11 || command -v python3)
+PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || command -v python3.13 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test install install-test lint format bench clean
+.PHONY: run test test-second-python install install-test lint format bench clean
 
 $(VENV)/.installed-run: pyproject.toml
 	@scripts/check-python.sh "$(PYTHON)"
@@ -27,6 +27,16 @@ run: install
 test: install-test
 	@scripts/ensure-system-packages.sh redis-server chromium
 	$(PY) -m pytest
+	@$(MAKE) --no-print-directory test-second-python
+
+# The engine's tests again on a second supported Python (3.11-3.13), when the machine has one.
+test-second-python:
+	@alt=$$(scripts/find-python.sh $(PY)); \
+	if [ -z "$$alt" ]; then echo "No second Python 3.11-3.13 here: engine tests ran on one version only."; exit 0; fi; \
+	echo "Engine tests on $$alt"; \
+	scripts/make-venv.sh "$$alt" .venv-alt && \
+	.venv-alt/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]' && \
+	.venv-alt/bin/python -m pytest -q -p no:cacheprovider tests/engine tests/test_tabular.py
 
 lint: install-test
 	$(VENV)/bin/ruff check .
@@ -41,4 +51,4 @@ bench: install-test
 	$(PY) bench/engine.py
 
 clean:
-	rm -rf $(VENV) var staticfiles .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-alt var staticfiles .pytest_cache .ruff_cache

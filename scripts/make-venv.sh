@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Create .venv with the given Python 3.11. Debian ships venv support separately
+# Create a virtualenv with the given Python (3.11 to 3.13). Debian ships venv support separately
 # (python3-venv); install it with apt-get when it is missing and we are root.
 set -euo pipefail
 python="$1"
