@@ -18,3 +18,9 @@ def profile_dataset_task(dataset_id: int) -> None:
 @shared_task(name="releases.notify_requester")
 def notify_requester_task(review_id: int) -> None:
     review.notify_requester(review_id)
+
+
+#: The tasks by name, for ``services.dispatch``.
+BY_NAME = {
+    task.name: task for task in (run_release_task, profile_dataset_task, notify_requester_task)
+}

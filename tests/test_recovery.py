@@ -9,7 +9,7 @@ import pytest
 from django.utils import timezone
 
 from releases.models import AuditEvent, Dataset, ReleaseRequest, Role
-from releases.services import recovery, release
+from releases.services import dispatch, recovery, release
 from releases.services.release import ReleaseParameters
 from tests.support import factories
 from tests.test_services import synthetic_csv, tag
@@ -21,7 +21,7 @@ def running_request(steward, heartbeat_age: timedelta) -> ReleaseRequest:
     dataset = factories.make_dataset(steward, synthetic_csv(), "people.csv")
     tag(steward, dataset, {"age": Role.QUASI_IDENTIFIER})
     # Nothing is queued: the request is made to look as if a worker had taken it and died.
-    with mock.patch.object(release, "_enqueue"):
+    with mock.patch.object(dispatch, "send"):
         release_request = release.request_release(
             steward, dataset, ReleaseParameters(k=5, suppression_limit=0.05)
         )

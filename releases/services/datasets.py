@@ -23,7 +23,7 @@ from ..engine import Hierarchy, HierarchyError, tabular
 from ..engine.risk import class_sizes_of, risk_summary
 from ..models import AuditEvent, Dataset, DatasetColumn, ReleaseRequest, Role
 from ..models.datasets import ColumnType, DateOrder
-from . import InvalidInput, audit, column_store, hierarchies, profiling, roles, storage
+from . import InvalidInput, audit, column_store, dispatch, hierarchies, profiling, roles, storage
 
 PREVIEW_ROWS = profiling.PREVIEW_ROWS
 SUFFIXES = {"csv": ".csv", "tsv": ".tsv", "xlsx": ".xlsx", "parquet": ".parquet"}
@@ -155,9 +155,7 @@ def create_dataset(user, uploaded: UploadedFile, name: str = "", sheet: str = ""
 
 
 def enqueue_profiling(dataset_id: int) -> None:
-    from ..tasks import profile_dataset_task
-
-    profile_dataset_task.delay(dataset_id)
+    dispatch.send("releases.profile_dataset", dataset_id)
 
 
 def load_frame(dataset: Dataset) -> pd.DataFrame:

@@ -25,7 +25,7 @@ from ..models import (
     ReleaseRound,
     Role,
 )
-from . import InvalidInput, audit, datasets, roles, storage
+from . import InvalidInput, audit, datasets, dispatch, roles, storage
 
 logger = logging.getLogger(__name__)
 
@@ -161,7 +161,7 @@ def request_release(user, dataset: Dataset, params: ReleaseParameters) -> Releas
             algorithm=params.algorithm,
             quasi_identifiers=[q["name"] for q in snapshot["quasi_identifiers"]],
         )
-        transaction.on_commit(lambda: _enqueue(release_request.pk))
+        dispatch.enqueue("releases.run_release", release_request.pk)
     return release_request
 
 
@@ -233,14 +233,8 @@ def resubmit(user, request_id: int, params: ReleaseParameters, response: str) ->
         )
         # The previous round's extract can never be downloaded: remove it once committed.
         transaction.on_commit(lambda: storage.delete_quietly(old_extract))
-        transaction.on_commit(lambda: _enqueue(release_request.pk))
+        dispatch.enqueue("releases.run_release", release_request.pk)
     return release_request
-
-
-def _enqueue(request_id: int) -> None:
-    from ..tasks import run_release_task
-
-    run_release_task.delay(request_id)
 
 
 # --- Running a request (called by the Celery task) ---------------------------------------------

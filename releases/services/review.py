@@ -22,7 +22,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from ..models import AuditEvent, EquivalenceClass, ReleaseRequest, Review
-from . import InvalidInput, audit, roles, storage
+from . import InvalidInput, audit, dispatch, roles, storage
 
 logger = logging.getLogger(__name__)
 
@@ -166,7 +166,7 @@ def review(user, request_id: int, decision: str, comment: str = "") -> ReleaseRe
                 outcome=new_state,
             )
             # The e-mail goes out from the worker: a slow mail server never slows the review.
-            transaction.on_commit(lambda: _enqueue_notification(vote.pk))
+            dispatch.enqueue("releases.notify_requester", vote.pk)
     except IntegrityError:
         # The unique constraint caught a second vote racing in from the same reviewer.
         raise InvalidInput("You have already reviewed this round.") from None
@@ -191,12 +191,6 @@ def _outcome(release_request: ReleaseRequest, decision: str) -> str:
     if approvals >= required_approvals():
         return TRANSITIONS[(release_request.state, decision)]
     return release_request.state
-
-
-def _enqueue_notification(review_id: int) -> None:
-    from ..tasks import notify_requester_task
-
-    notify_requester_task.delay(review_id)
 
 
 def notify_requester(review_id: int) -> None:
