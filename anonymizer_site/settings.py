@@ -1,11 +1,14 @@
 """Settings for Anonymizer, read from the environment.
 
-With nothing set, the app runs for local development: DEBUG on, an SQLite file under
-``var/`` and a Redis on localhost. Production sets at least ``DEBUG=0``, ``SECRET_KEY``,
-``ALLOWED_HOSTS`` and ``DATABASE_URL`` (see README).
+With nothing set, the app runs on one machine with safe defaults: DEBUG off, a secret key
+generated once under ``var/``, an SQLite file under ``var/`` and a Redis on localhost.
+``make run`` asks for DEBUG. Production sets at least ``SECRET_KEY``, ``ALLOWED_HOSTS`` and
+``DATABASE_URL`` (see README).
 """
 
 import os
+import secrets
+from datetime import timedelta
 from pathlib import Path
 
 import dj_database_url
@@ -25,15 +28,36 @@ def env_list(name: str, default: str) -> list[str]:
     return [item.strip() for item in os.environ.get(name, default).split(",") if item.strip()]
 
 
-DEBUG = env_bool("DEBUG", True)
+DEBUG = env_bool("DEBUG", False)
 
-SECRET_KEY = os.environ.get("SECRET_KEY", "")
-if not SECRET_KEY:
-    if not DEBUG:
-        raise ImproperlyConfigured("SECRET_KEY must be set when DEBUG is off.")
-    SECRET_KEY = "development-only-insecure-key-do-not-use-in-production"
+VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
 
-ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost" if DEBUG else "")
+
+def local_secret_key(path: Path) -> str:
+    """A key generated on first use and kept outside the repository (mode 0600).
+
+    Enough for one machine; several web processes on several machines must share one
+    SECRET_KEY from the environment."""
+    try:
+        return path.read_text().strip()
+    except FileNotFoundError:
+        pass
+    path.parent.mkdir(parents=True, exist_ok=True)
+    key = secrets.token_urlsafe(50)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:  # another process won the race: use its key
+        return path.read_text().strip()
+    with os.fdopen(fd, "w") as handle:
+        handle.write(key)
+    return key
+
+
+SECRET_KEY = os.environ.get("SECRET_KEY", "") or local_secret_key(VAR_DIR / "secret-key")
+if len(SECRET_KEY) < 32:
+    raise ImproperlyConfigured("SECRET_KEY is too short: use at least 32 random characters.")
+
+ALLOWED_HOSTS = env_list("ALLOWED_HOSTS", "127.0.0.1,localhost")
 CSRF_TRUSTED_ORIGINS = env_list("CSRF_TRUSTED_ORIGINS", "")
 
 INSTALLED_APPS = [
@@ -45,6 +69,7 @@ INSTALLED_APPS = [
     "django.contrib.staticfiles",
     "django_htmx",
     "template_partials",
+    "axes",
     "releases",
 ]
 
@@ -58,7 +83,10 @@ MIDDLEWARE = [
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
+    "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
+    # Last, as django-axes asks: it turns a locked-out login into its lockout response.
+    "axes.middleware.AxesMiddleware",
 ]
 
 if not DEBUG:
@@ -85,8 +113,6 @@ TEMPLATES = [
 
 WSGI_APPLICATION = "anonymizer_site.wsgi.application"
 
-VAR_DIR = Path(os.environ.get("VAR_DIR", BASE_DIR / "var"))
-
 DATABASES = {
     "default": dj_database_url.config(
         default=f"sqlite:///{VAR_DIR / 'db.sqlite3'}", conn_max_age=60
@@ -105,6 +131,45 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
     DATABASES["default"]["TEST"] = {
         "NAME": os.environ.get("TEST_DATABASE_NAME", str(VAR_DIR / "test-db.sqlite3"))
     }
+
+# Failed logins are throttled per user name and address (django-axes): after
+# LOGIN_FAILURE_LIMIT failures the pair is locked out for LOGIN_COOLOFF_MINUTES (0: until an
+# administrator lifts it in /admin/ or with `manage.py axes_reset_username`).
+AUTHENTICATION_BACKENDS = [
+    "axes.backends.AxesStandaloneBackend",
+    "django.contrib.auth.backends.ModelBackend",
+]
+AXES_FAILURE_LIMIT = int(os.environ.get("LOGIN_FAILURE_LIMIT", "5"))
+_cooloff = float(os.environ.get("LOGIN_COOLOFF_MINUTES", "15"))
+AXES_COOLOFF_TIME = timedelta(minutes=_cooloff) if _cooloff > 0 else None
+AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+AXES_RESET_ON_SUCCESS = True
+AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
+# The client's address is the socket's unless a trusted proxy sets X-Forwarded-For: a header
+# a client can write must never decide whose failures count.
+AXES_IPWARE_META_PRECEDENCE_ORDER = (
+    ("HTTP_X_FORWARDED_FOR", "REMOTE_ADDR")
+    if env_bool("BEHIND_TLS_PROXY", False)
+    else ("REMOTE_ADDR",)
+)
+AXES_IPWARE_PROXY_COUNT = 1 if env_bool("BEHIND_TLS_PROXY", False) else None
+
+# Content-Security-Policy (django-csp): the pages load scripts and styles from the app only;
+# no inline script or style is allowed (the templates have none).
+CONTENT_SECURITY_POLICY = {
+    "DIRECTIVES": {
+        "default-src": ["'self'"],
+        "script-src": ["'self'"],
+        "style-src": ["'self'"],
+        "img-src": ["'self'", "data:"],
+        "connect-src": ["'self'"],
+        "font-src": ["'self'"],
+        "object-src": ["'none'"],
+        "base-uri": ["'self'"],
+        "form-action": ["'self'"],
+        "frame-ancestors": ["'none'"],
+    }
+}
 
 AUTH_PASSWORD_VALIDATORS = [
     {"NAME": "django.contrib.auth.password_validation.UserAttributeSimilarityValidator"},
@@ -149,6 +214,29 @@ CELERY_TASK_ACKS_LATE = True
 CELERY_WORKER_PREFETCH_MULTIPLIER = 1
 CELERY_BROKER_CONNECTION_RETRY_ON_STARTUP = True
 CELERY_TASK_ALWAYS_EAGER = env_bool("CELERY_TASK_ALWAYS_EAGER", False)
+# A broker that does not answer fails a send within seconds instead of hanging the request;
+# the message stays in the outbox (services.dispatch) and goes out when Redis is back.
+CELERY_BROKER_TRANSPORT_OPTIONS = {"socket_connect_timeout": 3, "socket_timeout": 5}
+CELERY_TASK_PUBLISH_RETRY_POLICY = {
+    "max_retries": 1,
+    "interval_start": 0,
+    "interval_step": 0.2,
+    "interval_max": 0.2,
+}
+# Bounds on one task: a soft limit the task turns into a clear failure, a hard limit that
+# kills it, and a pool process replaced once it has grown past the memory ceiling (KiB).
+CELERY_TASK_SOFT_TIME_LIMIT = int(os.environ.get("TASK_SOFT_TIME_LIMIT", "1800"))
+CELERY_TASK_TIME_LIMIT = int(
+    os.environ.get("TASK_TIME_LIMIT", str(CELERY_TASK_SOFT_TIME_LIMIT + 120))
+)
+WORKER_MAX_MEMORY_MB = int(os.environ.get("WORKER_MAX_MEMORY_MB", "3072"))
+CELERY_WORKER_MAX_MEMORY_PER_CHILD = WORKER_MAX_MEMORY_MB * 1024
+# Celery beat runs the sweeper that finishes what dead workers and lost messages left behind.
+SWEEP_SECONDS = int(os.environ.get("SWEEP_SECONDS", "30"))
+CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+CELERY_BEAT_SCHEDULE = {
+    "sweep-work": {"task": "releases.sweep_work", "schedule": float(SWEEP_SECONDS)},
+}
 # A worker that dies hands its task back to the queue; the services' claims keep it single.
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
 # A run or profiling silent for this long is taken as lost when a worker starts.

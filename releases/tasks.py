@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from .services import profiling, release, review
+from .services import profiling, recovery, release, review
 
 
 @shared_task(name="releases.run_release")
@@ -18,6 +18,11 @@ def profile_dataset_task(dataset_id: int) -> None:
 @shared_task(name="releases.notify_requester")
 def notify_requester_task(review_id: int) -> None:
     review.notify_requester(review_id)
+
+
+@shared_task(name="releases.sweep_work")
+def sweep_work_task() -> None:
+    recovery.sweep()
 
 
 #: The tasks by name, for ``services.dispatch``.

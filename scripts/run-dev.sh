@@ -26,8 +26,9 @@ trap cleanup INT TERM EXIT
 if redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1; then
   echo "Using the Redis already answering on port $REDIS_PORT."
 else
-  redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
-    --dir "$PWD/var" >var/redis.log 2>&1 &
+  # Append-only file: queued tasks survive a Redis restart.
+  redis-server --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly yes \
+    --appendfsync everysec --dir "$PWD/var" >var/redis.log 2>&1 &
   pids+=($!)
   for _ in $(seq 50); do redis-cli -p "$REDIS_PORT" ping >/dev/null 2>&1 && break; sleep 0.1; done
   redis-cli -p "$REDIS_PORT" ping >/dev/null || { echo "redis-server did not start: see var/redis.log" >&2; exit 1; }
@@ -37,7 +38,8 @@ fi
 $PY manage.py migrate --noinput
 $PY manage.py check --deploy --fail-level CRITICAL >/dev/null
 
-.venv/bin/celery -A anonymizer_site worker --loglevel=INFO --concurrency=2 >var/worker.log 2>&1 &
+# -B: the worker also runs Celery beat, whose sweeper finishes what dead workers left behind.
+.venv/bin/celery -A anonymizer_site worker -B --loglevel=INFO --concurrency=2 >var/worker.log 2>&1 &
 pids+=($!)
 echo "Celery worker started (log: var/worker.log)."
 

@@ -5,6 +5,7 @@ Models hold data and small invariants; the workflow itself lives in ``releases.s
 
 from .audit import AuditEvent
 from .datasets import Dataset, DatasetColumn, Role
+from .outbox import OutboxMessage
 from .requests import EquivalenceClass, ReleaseRequest, ReleaseRound, Review
 
 __all__ = [
@@ -12,6 +13,7 @@ __all__ = [
     "Dataset",
     "DatasetColumn",
     "EquivalenceClass",
+    "OutboxMessage",
     "ReleaseRequest",
     "ReleaseRound",
     "Review",

@@ -146,7 +146,7 @@ def create_dataset(user, uploaded: UploadedFile, name: str = "", sheet: str = ""
                 size_bytes=size,
                 format=file_format,
             )
-            transaction.on_commit(lambda: enqueue_profiling(dataset.pk))
+            enqueue_profiling(dataset.pk)
     except BaseException:
         # The record did not commit: do not leave its file behind.
         storage.delete_quietly(path)
@@ -155,7 +155,8 @@ def create_dataset(user, uploaded: UploadedFile, name: str = "", sheet: str = ""
 
 
 def enqueue_profiling(dataset_id: int) -> None:
-    dispatch.send("releases.profile_dataset", dataset_id)
+    """Queue the profiling task (sent once the caller's transaction commits)."""
+    dispatch.enqueue("releases.profile_dataset", dataset_id)
 
 
 def load_frame(dataset: Dataset) -> pd.DataFrame:

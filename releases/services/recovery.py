@@ -67,3 +67,12 @@ def fail_stale_work(older_than: timedelta | None = None) -> tuple[int, int]:
     if runs or profilings:
         logger.warning("Marked %s stale runs and %s stale profilings failed", runs, profilings)
     return runs, profilings
+
+
+def sweep() -> dict[str, int]:
+    """The periodic sweep (Celery beat): send what the broker missed, end what died."""
+    from . import dispatch
+
+    sent, waiting = dispatch.deliver_waiting()
+    runs, profilings = fail_stale_work()
+    return {"sent": sent, "waiting": waiting, "failed_runs": runs, "failed_profilings": profilings}

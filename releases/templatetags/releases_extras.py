@@ -24,3 +24,14 @@ REVIEW_VERBS = {"approve": "approved", "changes": "requested changes on", "rejec
 @register.filter
 def review_verb(decision: str) -> str:
     return REVIEW_VERBS.get(decision, "reviewed")
+
+
+@register.filter
+def duration(value) -> str:
+    """A timedelta in words: "15 minutes", "2 hours"."""
+    seconds = int(value.total_seconds()) if value is not None else 0
+    for unit, size in (("day", 86400), ("hour", 3600), ("minute", 60)):
+        if seconds >= size and seconds % size == 0:
+            count = seconds // size
+            return f"{count} {unit}{'s' if count != 1 else ''}"
+    return f"{seconds} seconds"

@@ -1,0 +1,27 @@
+"""Messages to the Celery workers, written in the same transaction as the work they start."""
+
+from __future__ import annotations
+
+from django.db import models
+
+
+class OutboxMessage(models.Model):
+    """One task to send to the broker; sent after commit, and again by the sweeper if the
+    broker was unreachable. Tasks claim their work conditionally, so a repeat is harmless."""
+
+    task_name = models.CharField(max_length=64)
+    args = models.JSONField(default=list)
+    created_at = models.DateTimeField(auto_now_add=True)
+    sent_at = models.DateTimeField(null=True, blank=True)
+    #: A sender holds the message until then, so two senders do not both send it.
+    claimed_until = models.DateTimeField(null=True, blank=True)
+    attempts = models.PositiveIntegerField(default=0)
+    last_error = models.CharField(max_length=500, blank=True)
+
+    class Meta:
+        ordering = ["id"]
+        indexes = [models.Index(fields=["sent_at", "id"], name="outbox_pending")]
+
+    def __str__(self) -> str:
+        state = "sent" if self.sent_at else "waiting"
+        return f"{self.task_name}{tuple(self.args)} ({state})"

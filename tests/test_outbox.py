@@ -1,0 +1,101 @@
+"""The transactional outbox: a broker outage never fails a request, and loses nothing."""
+
+from __future__ import annotations
+
+import contextlib
+
+import pytest
+from django.urls import reverse
+
+from anonymizer_site.celery import app as celery_app
+from releases.models import Dataset, OutboxMessage, ReleaseRequest, Role
+from releases.services import dispatch, recovery
+from tests.support import processes
+from tests.support.factories import make_dataset
+from tests.test_services import synthetic_csv, tag
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+def _drop_connections() -> None:
+    celery_app.close()
+    # close() keeps the producer pool, whose connections still point at the old broker.
+    celery_app.amqp._producer_pool = None
+
+
+@contextlib.contextmanager
+def broker(url: str):
+    """Point this process's Celery producer at ``url`` for the block."""
+    previous = celery_app.conf.broker_url
+    _drop_connections()
+    celery_app.conf.broker_url = url
+    try:
+        yield
+    finally:
+        celery_app.conf.broker_url = previous
+        _drop_connections()
+
+
+def unreachable_broker() -> str:
+    return f"redis://127.0.0.1:{processes.free_port()}/0"  # nothing listens there
+
+
+def test_a_request_made_while_the_broker_is_down_succeeds_and_waits_in_the_outbox(client, steward):
+    dataset = make_dataset(steward, synthetic_csv(), "people.csv")
+    tag(steward, dataset, {"age": Role.QUASI_IDENTIFIER, "name": Role.IDENTIFIER})
+    client.force_login(steward)
+    with broker(unreachable_broker()):
+        response = client.post(
+            reverse("releases:request_create", args=[dataset.pk]),
+            {"k": 5, "suppression_percent": 5, "algorithm": "optimal"},
+        )
+    assert response.status_code == 302  # never a 500
+    release_request = ReleaseRequest.objects.get()
+    assert release_request.state == ReleaseRequest.State.QUEUED
+    message = OutboxMessage.objects.get(task_name="releases.run_release")
+    assert message.args == [release_request.pk]
+    assert message.sent_at is None and message.attempts == 1
+    assert "connect" in message.last_error.lower()
+
+
+def test_an_upload_made_while_the_broker_is_down_is_profiled_once_the_broker_is_back(
+    client, steward, redis_url, start_worker
+):
+    client.force_login(steward)
+    with broker(unreachable_broker()):
+        response = client.post(
+            reverse("releases:dataset_list"),
+            {"file": processes_upload(synthetic_csv(40)), "name": "people"},
+        )
+    assert response.status_code == 302
+    dataset = Dataset.objects.get()
+    assert dataset.status == Dataset.Status.PENDING
+    assert dispatch.waiting_count() == 1
+
+    with broker(redis_url), start_worker():
+        # The sweeper (run by beat in production) sends what waited; the worker profiles it.
+        assert recovery.sweep()["sent"] == 1
+
+        def profiled():
+            dataset.refresh_from_db()
+            return dataset.is_final
+
+        processes.wait_until(profiled, 60, "the worker to profile the dataset")
+    assert dataset.status == Dataset.Status.READY, dataset.error
+    assert dispatch.waiting_count() == 0
+
+
+def test_a_message_is_sent_once_even_when_two_senders_try(steward, redis_url):
+    dataset = make_dataset(steward, synthetic_csv(20), "people.csv")
+    message = OutboxMessage.objects.create(task_name="releases.profile_dataset", args=[dataset.pk])
+    with broker(redis_url):
+        assert dispatch.deliver(message.pk) is True
+        assert dispatch.deliver(message.pk) is False  # already sent
+    message.refresh_from_db()
+    assert message.sent_at is not None and message.attempts == 1
+
+
+def processes_upload(text: str):
+    from tests.conftest import csv_upload
+
+    return csv_upload(text, "people.csv")
