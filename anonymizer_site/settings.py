@@ -275,6 +275,15 @@ if not DEBUG:
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
+    "filters": {
+        "client_errors_without_traceback": {
+            "()": "anonymizer_site.logging_filters.ClientErrorsWithoutTraceback"
+        }
+    },
     "handlers": {"console": {"class": "logging.StreamHandler"}},
-    "loggers": {"releases": {"handlers": ["console"], "level": "INFO"}},
+    "loggers": {
+        "releases": {"handlers": ["console"], "level": "INFO"},
+        # Handled by Django's own handlers (propagate); only the 4xx stack traces go.
+        "django.request": {"filters": ["client_errors_without_traceback"]},
+    },
 }

@@ -11,6 +11,8 @@ mkdir -p var
 REDIS_PORT="${REDIS_PORT:-6379}"
 export REDIS_URL="${REDIS_URL:-redis://127.0.0.1:${REDIS_PORT}/0}"
 PORT="${PORT:-8000}"
+# Links in decision e-mails point at this server (they are printed in var/worker.log).
+export SITE_URL="${SITE_URL:-http://127.0.0.1:${PORT}}"
 
 pids=()
 cleanup() {
