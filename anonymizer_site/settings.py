@@ -231,6 +231,14 @@ CELERY_TASK_TIME_LIMIT = int(
 )
 WORKER_MAX_MEMORY_MB = int(os.environ.get("WORKER_MAX_MEMORY_MB", "3072"))
 CELERY_WORKER_MAX_MEMORY_PER_CHILD = WORKER_MAX_MEMORY_MB * 1024
+# Leases: running work renews a heartbeat every HEARTBEAT_SECONDS; work silent for
+# LEASE_SECONDS lost its worker and is retried (up to WORK_MAX_ATTEMPTS runs) or failed.
+HEARTBEAT_SECONDS = float(os.environ.get("HEARTBEAT_SECONDS", "10"))
+LEASE_SECONDS = float(os.environ.get("LEASE_SECONDS", "60"))
+WORK_MAX_ATTEMPTS = int(os.environ.get("WORK_MAX_ATTEMPTS", "2"))
+# Work still waiting for a worker this long after its message went out is sent again
+# (a broker restarted without its queue); a repeat is harmless.
+REDELIVER_SECONDS = float(os.environ.get("REDELIVER_SECONDS", "120"))
 # Celery beat runs the sweeper that finishes what dead workers and lost messages left behind.
 SWEEP_SECONDS = int(os.environ.get("SWEEP_SECONDS", "30"))
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")

@@ -45,12 +45,15 @@ def _stop(process: subprocess.Popen, timeout: float = 10) -> None:
 
 
 @contextlib.contextmanager
-def redis_server(workdir: Path) -> Iterator[str]:
-    """A throwaway redis-server on a free port; yields its URL."""
+def redis_server(workdir: Path, port: int | None = None, persistent: bool = False) -> Iterator[str]:
+    """A throwaway redis-server on a free port (or ``port``); yields its URL.
+
+    ``persistent``: with an append-only file in ``workdir``, as ``make run`` starts it, so a
+    restart on the same port and folder keeps the queue."""
     executable = shutil.which("redis-server")
     if executable is None:
         raise RuntimeError("redis-server is not installed (make test installs it).")
-    port = free_port()
+    port = port or free_port()
     log = open(  # noqa: SIM115 - open for the life of the process
         workdir / "redis.log", "wb"
     )
@@ -64,7 +67,9 @@ def redis_server(workdir: Path) -> Iterator[str]:
             "--save",
             "",
             "--appendonly",
-            "no",
+            "yes" if persistent else "no",
+            "--appendfsync",
+            "always",
             "--dir",
             str(workdir),
         ],
@@ -104,9 +109,14 @@ def app_environment(database_url: str, redis_url: str, media_root: Path, var_dir
 
 
 @contextlib.contextmanager
-def celery_worker(env: dict, workdir: Path) -> Iterator[subprocess.Popen]:
-    """A real Celery worker process; yields once it is ready to take tasks."""
-    log_path = workdir / "worker.log"
+def celery_worker(
+    env: dict, workdir: Path, pool: str = "solo", beat: bool = False, name: str = "worker"
+) -> Iterator[subprocess.Popen]:
+    """A real Celery worker process; yields once it is ready to take tasks.
+
+    ``pool="prefork"`` runs tasks in a child process (one), as production does, so a test can
+    kill that child; ``beat=True`` also runs Celery beat (the sweeper) in the worker."""
+    log_path = workdir / f"{name}.log"
     log = open(  # noqa: SIM115 - open for the life of the process
         log_path, "wb"
     )
@@ -118,10 +128,12 @@ def celery_worker(env: dict, workdir: Path) -> Iterator[subprocess.Popen]:
             "worker",
             "--loglevel=INFO",
             "--concurrency=1",
-            "--pool=solo",
+            f"--pool={pool}",
             "--without-gossip",
             "--without-mingle",
             "--without-heartbeat",
+            f"--hostname={name}@%h",
+            *(["-B", f"--schedule={workdir / (name + '-beat-schedule')}"] if beat else []),
         ],
         cwd=REPO,
         env=env,
@@ -208,3 +220,12 @@ def app_stack(workdir: Path, **settings: str) -> Iterator[dict]:
         accounts = json.loads((workdir / "demo-accounts.txt").read_text())
         with celery_worker(env, workdir), web_server(env, workdir) as url:
             yield {"url": url, "accounts": accounts, "workdir": workdir}
+
+
+def child_pids(pid: int) -> list[int]:
+    """The direct children of a process (a prefork worker's pool processes)."""
+    try:
+        text = Path(f"/proc/{pid}/task/{pid}/children").read_text()
+    except OSError:
+        return []
+    return [int(p) for p in text.split()]
