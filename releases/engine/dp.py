@@ -87,7 +87,7 @@ __all__ = [
 
 #: The confidence of every reported error.
 CONFIDENCE = 0.95
-ALPHA = 1 - CONFIDENCE
+ALPHA = 0.05  # 1 - CONFIDENCE, written out (1 - 0.95 is 0.050000000000000044)
 
 #: The privacy unit: one row, added or removed.
 METRIC, D_IN = dp.unit_of(contributions=1)
