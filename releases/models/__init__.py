@@ -6,14 +6,17 @@ Models hold data and small invariants; the workflow itself lives in ``releases.s
 from .audit import AuditEvent
 from .datasets import Dataset, DatasetColumn, Role
 from .outbox import OutboxMessage
+from .privacy_budget import BudgetEntry, PrivacyBudget
 from .requests import EquivalenceClass, ReleaseRequest, ReleaseRound, Review
 
 __all__ = [
     "AuditEvent",
+    "BudgetEntry",
     "Dataset",
     "DatasetColumn",
     "EquivalenceClass",
     "OutboxMessage",
+    "PrivacyBudget",
     "ReleaseRequest",
     "ReleaseRound",
     "Review",

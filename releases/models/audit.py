@@ -25,6 +25,8 @@ class AuditEvent(models.Model):
         DOWNLOAD = "download", "Downloaded extract"
         PROFILED = "profiled", "Profiled dataset"
         DELETE = "delete", "Deleted dataset"
+        BUDGET_SET = "budget_set", "Set privacy budget"
+        BUDGET_SPEND = "budget_spend", "Spent privacy budget"
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey(
