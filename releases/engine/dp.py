@@ -390,7 +390,7 @@ class Quantiles(_Bounded):
 
     def describe(self) -> str:
         which = ", ".join(_alpha_label(a) for a in self.alphas)
-        return f"Quantiles ({which}) of {self.column} (between {self.bounds_text})"
+        return f"Quantiles ({which}) of {self.column} (values clamped to {self.bounds_text})"
 
     def validate(self, columns: Sequence[str] | None = None) -> None:
         super().validate(columns)
