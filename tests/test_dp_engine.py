@@ -154,6 +154,39 @@ PEOPLE = frame(
             "at least one quantile",
         ),
         (
+            {
+                "kind": "quantiles",
+                "column": "age",
+                "lower": 0,
+                "upper": 1,
+                "steps": 20_000,
+                "epsilon": 1,
+            },
+            "between 1 and 10000 steps",
+        ),
+        (
+            {
+                "kind": "quantiles",
+                "column": "age",
+                "lower": 0,
+                "upper": 1,
+                "steps": 2.5,
+                "epsilon": 1,
+            },
+            "whole number",
+        ),
+        (
+            {
+                "kind": "quantiles",
+                "column": "age",
+                "lower": 0,
+                "upper": 1,
+                "alphas": [i / 30 for i in range(1, 25)],
+                "epsilon": 1,
+            },
+            "at most 20 quantiles",
+        ),
+        (
             {"kind": "sum", "column": "salary", "lower": 0, "upper": 1, "epsilon": 1},
             "no column 'salary'",
         ),

@@ -99,7 +99,8 @@ MAX_QUERIES = 50
 MAX_EPSILON = 100.0
 MAX_CATEGORIES = 1_000
 MAX_CELLS = 10_000
-MAX_CANDIDATES = 100_000
+MAX_CANDIDATES = 10_001
+MAX_QUANTILES = 20
 #: Bounds beyond this magnitude make a float sum's rounding error matter; refused.
 MAX_BOUND = 1e12
 #: OpenDP's float sum needs a public bound on the number of values it adds; a random subset of
@@ -396,6 +397,8 @@ class Quantiles(_Bounded):
         super().validate(columns)
         if not self.alphas:
             raise EngineError(f"Choose at least one quantile of {self.column!r}.")
+        if len(self.alphas) > MAX_QUANTILES:
+            raise EngineError(f"Choose at most {MAX_QUANTILES} quantiles of {self.column!r}.")
         if any(not 0 < a < 1 for a in self.alphas):
             raise EngineError("Each quantile is a share strictly between 0 and 1 (0.5: median).")
         if len(set(self.alphas)) != len(self.alphas):
@@ -573,10 +576,19 @@ def _numbers(frame: pd.DataFrame, column: str) -> list[float]:
 
 
 def _calibrate(make: Callable[[float], dp.Measurement], epsilon: float):
-    """The measurement with the smallest noise scale whose privacy loss fits ``epsilon``."""
-    scale = dp.binary_search_param(make, d_in=D_IN, d_out=epsilon * (1 - _SLACK), T=float)
+    """The measurement with the smallest noise scale whose privacy loss fits ``epsilon``.
+
+    Every mechanism here has a privacy loss of sensitivity / scale, so OpenDP's map at scale 1
+    gives the scale directly; OpenDP's map of the result is then checked (and the scale nudged
+    up while it rounds above the target), so the loss reported is always OpenDP's own.
+    """
+    target = epsilon * (1 - _SLACK)
+    scale = float(make(1.0).map(D_IN)) / target
     measurement = make(scale)
-    return measurement, float(scale), float(measurement.map(D_IN))
+    while measurement.map(D_IN) > target:
+        scale = math.nextafter(scale, math.inf) * (1 + 1e-12)
+        measurement = make(scale)
+    return measurement, scale, float(measurement.map(D_IN))
 
 
 def _laplace_accuracy(scale: float, alpha: float = ALPHA) -> float:
