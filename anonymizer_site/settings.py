@@ -205,6 +205,15 @@ FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 FILE_UPLOAD_HANDLERS = ["django.core.files.uploadhandler.TemporaryFileUploadHandler"]
 FILE_UPLOAD_TEMP_DIR = os.environ.get("FILE_UPLOAD_TEMP_DIR") or None
 
+# Bounds on what a file may hold, checked while it is read (each refusal names its setting):
+# bytes of text once expanded (an Excel file is a zip; Parquet is compressed), rows, columns,
+# bytes in one cell, and how many times a zip member may expand (100, as Apache POI allows).
+MAX_UNCOMPRESSED_BYTES = int(os.environ.get("MAX_UNCOMPRESSED_BYTES", 4 * 1024**3))
+MAX_ROWS = int(os.environ.get("MAX_ROWS", 20_000_000))
+MAX_COLUMNS = int(os.environ.get("MAX_COLUMNS", 5_000))
+MAX_CELL_BYTES = int(os.environ.get("MAX_CELL_BYTES", 1024 * 1024))
+MAX_COMPRESSION_RATIO = float(os.environ.get("MAX_COMPRESSION_RATIO", 100))
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")

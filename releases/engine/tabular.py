@@ -505,12 +505,28 @@ class TableScan:
     ``TableError`` (while opening or while iterating) for anything wrong with the file.
     """
 
-    def __init__(self, fmt: TableFormat, columns: list[str], batches: Iterator[pa.RecordBatch]):
+    def __init__(
+        self,
+        fmt: TableFormat,
+        columns: list[str],
+        batches: Iterator[pa.RecordBatch],
+        position: Callable[[], float] | None = None,
+    ):
         self.format = fmt
         self.columns = columns
         self._batches = batches
+        self._position = position
         self.rows = 0
         self.schema = pa.schema([(name, pa.string()) for name in columns])
+
+    def fraction(self) -> float:
+        """How much of the file has been read, between 0 and 1 (an estimate)."""
+        if self._position is None:
+            return 0.0
+        try:
+            return max(0.0, min(1.0, self._position()))
+        except (OSError, ValueError, ZeroDivisionError):
+            return 0.0
 
     def batches(self) -> Iterator[pa.RecordBatch]:
         for batch in self._batches:
@@ -664,7 +680,13 @@ def _open_text(
         finally:
             stream.close()
 
-    return TableScan(fmt, header, batches())
+    total = max(1, _source_size_of(open_stream))
+    return TableScan(fmt, header, batches(), lambda: stream.tell() / total)
+
+
+def _source_size_of(open_stream: Callable[[], IO[bytes]]) -> int:
+    with open_stream() as handle:
+        return handle.seek(0, io.SEEK_END)
 
 
 def _text_error(
@@ -836,7 +858,8 @@ def _open_excel(open_stream: Callable[[], IO[bytes]], sheet: str, limits: ReadLi
         finally:
             workbook.close()
 
-    return TableScan(fmt, header, batches())
+    declared = max(1, (declared_rows or 0) - 1)
+    return TableScan(fmt, header, batches(), lambda: checker.rows / declared)
 
 
 def _batch_of_rows(rows: list[list[str]], header: list[str], checker: _Checker) -> pa.RecordBatch:
@@ -897,7 +920,10 @@ def _open_parquet(open_stream: Callable[[], IO[bytes]], limits: ReadLimits) -> T
         finally:
             handle.close()
 
-    return TableScan(TableFormat(file_format=PARQUET), header, batches())
+    total = max(1, meta.num_rows)
+    return TableScan(
+        TableFormat(file_format=PARQUET), header, batches(), lambda: checker.rows / total
+    )
 
 
 # --- Whole tables -------------------------------------------------------------------------
