@@ -38,8 +38,10 @@ PREVIEW_ROWS = 10
 TOP_VALUES = 5
 CHART_BARS = 8
 HISTOGRAM_BINS = 12
-#: Rows of each column handed to the role suggestions (they look at a sample).
-SUGGESTION_ROWS = 10_000
+#: Distinct values of each column handed to the role suggestions (they look at a sample).
+SUGGESTION_VALUES = 2_000
+#: Cells read from the column store at a time while profiling.
+CELLS_PER_READ = 4_000_000
 #: Cells that mean "missing" in exports (besides the empty cell); counted, never changed.
 MISSING_MARKERS = frozenset(
     {"", "?", "NA", "N/A", "n/a", "na", "NULL", "null", "None", "NaN", "nan", "-", "#N/A"}
@@ -403,25 +405,16 @@ def _decimal_comma_allowed(fmt: TableFormat) -> bool:
     return fmt.file_format not in ("csv", "tsv") or fmt.delimiter != ","
 
 
-def _read_into_store(
-    dataset: Dataset, scan: TableScan, local: Path
-) -> tuple[list[list[str]], dict[str, list[str]]]:
-    """Write the scanned rows to a local column store; (preview rows, sample per column)."""
+def _read_into_store(dataset: Dataset, scan: TableScan, local: Path) -> list[list[str]]:
+    """Write the scanned rows to a local column store; returns the first rows (the preview)."""
     writer = column_store.Writer(local, scan.schema, dataset.sha256)
     preview: list[list[str]] = []
-    samples: dict[str, list[str]] = {name: [] for name in scan.columns}
-    sampled = 0
     try:
         for batch in scan.batches():
             writer.write(batch)
-            if sampled < SUGGESTION_ROWS:
-                part = batch.slice(0, SUGGESTION_ROWS - sampled)
-                for name, column in zip(scan.columns, part.columns, strict=True):
-                    samples[name].extend(column.to_pylist())
-                if len(preview) < PREVIEW_ROWS:
-                    rows = part.slice(0, PREVIEW_ROWS - len(preview)).to_pylist()
-                    preview.extend([list(row.values()) for row in rows])
-                sampled += part.num_rows
+            if len(preview) < PREVIEW_ROWS:
+                rows = batch.slice(0, PREVIEW_ROWS - len(preview)).to_pylist()
+                preview.extend([list(row.values()) for row in rows])
             _progress(
                 dataset,
                 0.05 + 0.55 * scan.fraction(),
@@ -429,7 +422,7 @@ def _read_into_store(
             )
     finally:
         writer.close()
-    return preview, samples
+    return preview
 
 
 def profile_dataset(dataset_id: int) -> Dataset | None:
@@ -452,9 +445,9 @@ def profile_dataset(dataset_id: int) -> Dataset | None:
         with tempfile.TemporaryDirectory(dir=settings.FILE_UPLOAD_TEMP_DIR) as folder:
             local = Path(folder) / "columns.parquet"
             with scan_original(dataset) as scan:
-                preview, samples = _read_into_store(dataset, scan, local)
+                preview = _read_into_store(dataset, scan, local)
             fmt, names, rows = scan.format, scan.columns, scan.rows
-            columns = _profile_columns(dataset, local, names, samples, fmt)
+            columns = _profile_columns(dataset, local, names, rows, fmt)
             _progress(dataset, 0.97, "Storing the columns")
             column_store.save(dataset, local)
     except TableError as exc:
@@ -501,41 +494,46 @@ def profile_dataset(dataset_id: int) -> Dataset | None:
 
 
 def _profile_columns(
-    dataset: Dataset,
-    local: Path,
-    names: list[str],
-    samples: dict[str, list[str]],
-    fmt: TableFormat,
+    dataset: Dataset, local: Path, names: list[str], rows: int, fmt: TableFormat
 ) -> list[DatasetColumn]:
-    """Each column's profile and suggested role, read one column at a time from the store."""
+    """Each column's profile and suggested role, from the value counts of the store's columns
+    (read a group of columns at a time: a few on tall files, many on wide ones)."""
     columns = []
     n = len(names)
     decimal_comma = _decimal_comma_allowed(fmt)
     step = max(1, n // 50)
-    for position, name in enumerate(names):
-        values, counts = column_store.value_counts(local, name)
-        profile = profile_from_counts(values, counts, decimal_comma=decimal_comma)
-        sample = pd.Series(samples[name], dtype=object, name=name)
-        suggestion = suggestions.suggest(name, sample, profile)
-        columns.append(
-            DatasetColumn(
-                position=position,
-                name=name,
-                distinct_values=profile["distinct"],
-                inferred_type=profile["inferred_type"],
-                date_order=profile["date_order"],
-                missing_count=profile["missing"],
-                profile=profile,
-                suggested_role=suggestion.role,
-                suggestion_reason=suggestion.reason,
+    parquet = column_store.open_local(local)
+    group = max(1, min(n, CELLS_PER_READ // max(rows, 1)))
+    for start in range(0, n, group):
+        counted = column_store.value_counts_of(parquet, names[start : start + group])
+        for offset, (values, counts) in enumerate(counted):
+            position = start + offset
+            name = names[position]
+            profile = profile_from_counts(values, counts, decimal_comma=decimal_comma)
+            # The suggestions look at a sample: the first distinct values stand for the rows.
+            sample = pd.Series(
+                values.slice(0, SUGGESTION_VALUES).to_pylist(), dtype=object, name=name
             )
-        )
-        if position % step == step - 1 or position == n - 1:
-            _progress(
-                dataset,
-                0.6 + 0.35 * (position + 1) / n,
-                f"Profiled {position + 1:,} of {n:,} columns",
+            suggestion = suggestions.suggest(name, sample, profile)
+            columns.append(
+                DatasetColumn(
+                    position=position,
+                    name=name,
+                    distinct_values=profile["distinct"],
+                    inferred_type=profile["inferred_type"],
+                    date_order=profile["date_order"],
+                    missing_count=profile["missing"],
+                    profile=profile,
+                    suggested_role=suggestion.role,
+                    suggestion_reason=suggestion.reason,
+                )
             )
+            if position % step == step - 1 or position == n - 1:
+                _progress(
+                    dataset,
+                    0.6 + 0.35 * (position + 1) / n,
+                    f"Profiled {position + 1:,} of {n:,} columns",
+                )
     return columns
 
 
