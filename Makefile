@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || command -v p
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test test-second-python install install-test lint format bench clean
+.PHONY: run test test-second-python install install-test lint format bench bench-io clean
 
 $(VENV)/.installed-run: pyproject.toml
 	@scripts/check-python.sh "$(PYTHON)"
@@ -49,6 +49,11 @@ format: install-test
 bench: install-test
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,bench]'
 	$(PY) bench/engine.py
+
+# The paths a user takes: the command as typed (1M rows), upload and profiling of a 1 GB file.
+bench-io: install-test
+	$(PY) bench/cli.py
+	$(PY) bench/profile_upload.py --rows 12000000
 
 clean:
 	rm -rf $(VENV) .venv-alt var staticfiles .pytest_cache .ruff_cache

@@ -196,6 +196,39 @@ STATIC_ROOT = Path(os.environ.get("STATIC_ROOT", BASE_DIR / "staticfiles"))
 MEDIA_ROOT = Path(os.environ.get("MEDIA_ROOT", VAR_DIR / "media"))
 MEDIA_URL = "/no-public-media/"
 
+# Where uploads, column stores and extracts are kept (the "private" storage): "local" (the
+# folder MEDIA_ROOT, the default) or "s3" (S3-compatible object storage: AWS S3, MinIO, Ceph),
+# so web processes and workers on several machines share them.
+FILE_STORAGE = os.environ.get("FILE_STORAGE", "local").strip().lower()
+if FILE_STORAGE == "s3":
+    PRIVATE_STORAGE = {
+        "BACKEND": "storages.backends.s3.S3Storage",
+        "OPTIONS": {
+            "bucket_name": os.environ.get("S3_BUCKET", ""),
+            "endpoint_url": os.environ.get("S3_ENDPOINT_URL") or None,
+            "region_name": os.environ.get("S3_REGION") or None,
+            "access_key": os.environ.get("S3_ACCESS_KEY_ID") or None,
+            "secret_key": os.environ.get("S3_SECRET_ACCESS_KEY") or None,
+            "location": os.environ.get("S3_PREFIX", "").strip("/"),
+            "default_acl": "private",
+            "file_overwrite": False,
+            "querystring_auth": True,
+            "addressing_style": os.environ.get("S3_ADDRESSING_STYLE") or None,
+        },
+    }
+    if not PRIVATE_STORAGE["OPTIONS"]["bucket_name"]:
+        raise ImproperlyConfigured("FILE_STORAGE=s3 needs S3_BUCKET.")
+elif FILE_STORAGE == "local":
+    # No location option: the folder follows MEDIA_ROOT (which tests change).
+    PRIVATE_STORAGE = {"BACKEND": "django.core.files.storage.FileSystemStorage"}
+else:
+    raise ImproperlyConfigured(f"FILE_STORAGE must be 'local' or 's3', not {FILE_STORAGE!r}.")
+STORAGES = {
+    "default": {"BACKEND": "django.core.files.storage.FileSystemStorage"},
+    "staticfiles": {"BACKEND": "django.contrib.staticfiles.storage.StaticFilesStorage"},
+    "private": PRIVATE_STORAGE,
+}
+
 # Largest upload accepted, in bytes (default 1 GB). Uploads are streamed to a temporary file
 # (FILE_UPLOAD_TEMP_DIR, default the system's) and copied to MEDIA_ROOT in chunks, never held
 # in the web process's memory.
@@ -204,6 +237,15 @@ DATA_UPLOAD_MAX_MEMORY_SIZE = 10 * 1024 * 1024
 FILE_UPLOAD_MAX_MEMORY_SIZE = 2 * 1024 * 1024
 FILE_UPLOAD_HANDLERS = ["django.core.files.uploadhandler.TemporaryFileUploadHandler"]
 FILE_UPLOAD_TEMP_DIR = os.environ.get("FILE_UPLOAD_TEMP_DIR") or None
+
+# Bounds on what a file may hold, checked while it is read (each refusal names its setting):
+# bytes of text once expanded (an Excel file is a zip; Parquet is compressed), rows, columns,
+# bytes in one cell, and how many times a zip member may expand (100, as Apache POI allows).
+MAX_UNCOMPRESSED_BYTES = int(os.environ.get("MAX_UNCOMPRESSED_BYTES", 4 * 1024**3))
+MAX_ROWS = int(os.environ.get("MAX_ROWS", 20_000_000))
+MAX_COLUMNS = int(os.environ.get("MAX_COLUMNS", 5_000))
+MAX_CELL_BYTES = int(os.environ.get("MAX_CELL_BYTES", 1024 * 1024))
+MAX_COMPRESSION_RATIO = float(os.environ.get("MAX_COMPRESSION_RATIO", 100))
 
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 

@@ -24,10 +24,39 @@ __all__ = ["anonymize", "validate_config"]
 
 def _as_text(column: pd.Series) -> pd.Series:
     """Cells as strings, a missing value as "" (data should be read with dtype=str and
-    keep_default_na=False; this guards against callers that did not)."""
+    keep_default_na=False; this guards against callers that did not). A Categorical of
+    strings stays a Categorical: the engine factorizes it without expanding it to objects."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        categories = column.cat.categories
+        if pd.api.types.infer_dtype(categories, skipna=False) == "string":
+            if column.isna().any():
+                if "" not in categories:
+                    column = column.cat.add_categories([""])
+                column = column.fillna("")
+            return column
+        return column.astype(object).where(column.notna(), "").astype(str)
     if pd.api.types.infer_dtype(column, skipna=False) == "string":
         return column
     return column.where(column.notna(), "").astype(str)
+
+
+def _released_column(
+    labels: list[str], codes: np.ndarray, categorical: bool
+) -> pd.Categorical | np.ndarray:
+    """A generalized quasi-identifier: its labels taken by code. A Categorical column stays one
+    (of the labels that occur) so that millions of rows cost a small code each; other columns
+    are object strings as before (callers group on them without ``observed=True``)."""
+    if categorical and len(set(labels)) == len(labels):
+        return pd.Categorical.from_codes(codes, categories=labels).remove_unused_categories()
+    return np.array(labels, dtype=object)[codes]
+
+
+def _kept(column: pd.Series, keep_rows: np.ndarray, dropped: bool):
+    """The rows of a column that are released (a Categorical keeps only values that occur)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        kept = column.array[keep_rows]
+        return kept.remove_unused_categories() if dropped else kept
+    return column.to_numpy()[keep_rows]
 
 
 def validate_config(
@@ -148,10 +177,13 @@ def anonymize(
         if col in config.quasi_identifiers:
             i = qis.index(col)
             level = found.levels[i]
-            labels = np.array(enc.attributes[i].labels[level], dtype=object)
-            columns[col] = labels[table.codes[kept_class, i]]
+            columns[col] = _released_column(
+                list(enc.attributes[i].labels[level]),
+                table.codes[kept_class, i],
+                isinstance(data[col].dtype, pd.CategoricalDtype),
+            )
         else:
-            columns[col] = data[col].to_numpy()[keep_rows]
+            columns[col] = _kept(data[col], keep_rows, suppressed > 0)
     extract = pd.DataFrame(columns, columns=list(columns))
 
     # --- equivalence classes of the extract

@@ -32,7 +32,7 @@ import numpy as np
 import pandas as pd
 
 from . import tabular
-from .export import neutralise_formulas
+from .export import write_csv
 from .types import AnonymizationConfig, AnonymizationResult, EngineError, PrivacyModel
 
 EXIT_OK = 0
@@ -112,19 +112,17 @@ def _delimiter_arg(value: str | None) -> str | None:
 
 def read_table(path: str, delimiter: str | None = None) -> tuple[pd.DataFrame, str]:
     """Read a CSV, TSV, Excel or Parquet file as strings ("" for an empty cell) with the web
-    upload's reader; returns the table and the delimiter to write the extract with."""
+    upload's streaming reader; returns the table (repeating columns as Categoricals) and the
+    delimiter to write the extract with."""
     try:
-        raw = Path(path).read_bytes()
+        with open(path, "rb"):
+            pass
+        table, fmt = tabular.read_table_file(path, filename=Path(path).name, delimiter=delimiter)
     except OSError as exc:
         raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
-    try:
-        fmt = None
-        if delimiter is not None:
-            fmt = tabular.TableFormat(encoding=tabular.detect_encoding(raw), delimiter=delimiter)
-        df, fmt = tabular.read_table(raw, fmt, Path(path).name)
     except tabular.TableError as exc:
         raise CliError(f"{path}: {exc}") from None
-    return df, fmt.delimiter if fmt.file_format in ("csv", "tsv") else ","
+    return tabular.to_frame(table), fmt.delimiter if fmt.file_format in ("csv", "tsv") else ","
 
 
 def _split_pair(item: str, option: str) -> tuple[str, str | None]:
@@ -231,9 +229,8 @@ def write_outputs(
     try:
         for target in targets:
             temps.append(_temp_beside(target))
-        neutralise_formulas(result.data).to_csv(
-            temps[0], sep=delimiter, index=False, encoding="utf-8", lineterminator="\n"
-        )
+        with open(temps[0], "wb") as fh:
+            write_csv(result.data, fh, delimiter)
         if report:
             with open(temps[1], "w", encoding="utf-8") as fh:
                 json.dump(result.report(), fh, indent=2, default=_json_default)

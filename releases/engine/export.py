@@ -5,18 +5,31 @@ Spreadsheet programs run a cell that starts with ``=``, ``+``, ``-`` or ``@`` as
 quote so they are shown as text. Tab and carriage return are treated the same way (OWASP lists
 them too). Plain numbers such as ``-5`` or ``+3.2`` are left alone: they cannot run anything and
 must stay numbers for whoever analyses the extract.
+
+Both the neutralisation and the CSV quoting work on a column's distinct values (its categories,
+or the values :func:`pandas.factorize` finds), never cell by cell: a released column has few.
+:func:`write_csv` writes the table in batches through Arrow and hashes the bytes as they are
+written, so an extract of millions of rows never exists as one string.
 """
 
 from __future__ import annotations
 
+import hashlib
 import re
+from dataclasses import dataclass
+from typing import IO
 
+import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
 
 #: First characters that make a spreadsheet evaluate a cell.
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
 _DANGEROUS = r"^[=+\-@\t\r]"
 _PLAIN_NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
+#: Rows written per batch.
+BATCH_ROWS = 128 * 1024
 
 
 def neutralise_cell(value: str) -> str:
@@ -27,23 +40,158 @@ def neutralise_cell(value: str) -> str:
     return s
 
 
+def _neutralise_values(values: pd.Index | np.ndarray) -> np.ndarray:
+    """The distinct values of a column, neutralised (an object array of strings)."""
+    text = pd.Series(np.asarray(values, dtype=object)).astype(str)
+    risky = text.str.contains(_DANGEROUS, regex=True) & ~text.str.fullmatch(_PLAIN_NUMBER)
+    return np.where(risky, "'" + text, text).astype(object)
+
+
+def _is_text(series: pd.Series) -> bool:
+    return (
+        isinstance(series.dtype, pd.CategoricalDtype)
+        or pd.api.types.is_object_dtype(series)
+        or pd.api.types.is_string_dtype(series)
+    )
+
+
+def _codes_and_values(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, distinct values as strings) of a text column; a missing cell becomes ""."""
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        codes = series.cat.codes.to_numpy()
+        values = np.asarray(series.cat.categories, dtype=object)
+    else:
+        codes, uniques = pd.factorize(series, use_na_sentinel=True)
+        values = np.asarray(uniques, dtype=object)
+    if (codes < 0).any():
+        values = np.append(values, "")
+        codes = np.where(codes < 0, len(values) - 1, codes)
+    return codes, np.array([str(v) for v in values], dtype=object)
+
+
 def neutralise_formulas(df: pd.DataFrame) -> pd.DataFrame:
     """A copy of ``df`` whose text cells (and column names) cannot run as spreadsheet formulas.
 
     A cell is prefixed with ``'`` when it starts with one of ``= + - @ TAB CR`` and is not a plain
-    number. Non-text columns (numbers) are returned unchanged.
+    number. Non-text columns (numbers) are returned unchanged; categorical columns stay
+    categorical.
     """
     out = df.copy()
     for col in out.columns:
         series = out[col]
-        if not (pd.api.types.is_object_dtype(series) or pd.api.types.is_string_dtype(series)):
+        if not _is_text(series):
             continue
-        text = series.astype(str)
-        risky = text.str.contains(_DANGEROUS, regex=True) & ~text.str.fullmatch(_PLAIN_NUMBER)
-        if risky.any():
-            out[col] = series.where(~risky, "'" + text)
+        if isinstance(series.dtype, pd.CategoricalDtype):
+            categories = series.cat.categories
+            safe = _neutralise_values(categories)
+            if (safe != np.asarray(categories.astype(str), dtype=object)).any():
+                if len(set(safe)) == len(safe):
+                    out[col] = series.cat.rename_categories(list(safe))
+                else:  # "=x" and "'=x" both present: they become one value
+                    codes = series.cat.codes.to_numpy()
+                    out[col] = pd.Categorical(
+                        np.where(codes >= 0, safe[np.maximum(codes, 0)], None)
+                    )
+            continue
+        codes, uniques = pd.factorize(series, use_na_sentinel=True)
+        safe = _neutralise_values(uniques)
+        if (safe != np.asarray(pd.Index(uniques).astype(str), dtype=object)).any():
+            values = safe[np.maximum(codes, 0)]
+            out[col] = pd.Series(values, index=series.index).where(codes >= 0, series)
     out.columns = [neutralise_cell(c) if isinstance(c, str) else c for c in out.columns]
     return out
 
 
-__all__ = ["FORMULA_PREFIXES", "neutralise_cell", "neutralise_formulas"]
+# --- Writing ------------------------------------------------------------------------------
+
+
+def _quote(values: np.ndarray, delimiter: str, single_column: bool) -> np.ndarray:
+    """CSV quoting of distinct values as Python's csv module writes them (QUOTE_MINIMAL, quote
+    doubled), with one difference: a carriage return always leads to quotes (Python 3.11 leaves
+    it bare when the line terminator is "\\n", which splits the row in many readers)."""
+    text = pd.Series(values, dtype=object)
+    special = "[" + re.escape(delimiter + '"\n\r') + "]"
+    needs = text.str.contains(special, regex=True).to_numpy(dtype=bool)
+    out = np.where(needs, '"' + text.str.replace('"', '""', regex=False) + '"', text)
+    if single_column:
+        out = np.where(text == "", '""', out)  # a row of one empty field is not a blank line
+    return out.astype(object)
+
+
+def _column_parts(series: pd.Series, delimiter: str, single: bool) -> tuple[pa.Array, np.ndarray]:
+    """(quoted distinct values, codes) of one column, ready to be taken batch by batch."""
+    if _is_text(series):
+        codes, values = _codes_and_values(series)
+    else:
+        shown = series.astype(object).where(series.notna(), "").astype(str)
+        codes, uniques = pd.factorize(shown)
+        values = np.array([str(v) for v in uniques], dtype=object)
+    quoted = _quote(values, delimiter, single)
+    return pa.array(list(quoted), type=pa.string()), codes.astype(np.int32, copy=False)
+
+
+@dataclass(frozen=True)
+class Written:
+    """What :func:`write_csv` wrote: its SHA-256 and size in bytes, and its rows."""
+
+    sha256: str
+    size: int
+    rows: int
+
+
+def write_csv(
+    frame: pd.DataFrame,
+    out: IO[bytes],
+    delimiter: str = ",",
+    neutralise: bool = True,
+    batch_rows: int = BATCH_ROWS,
+) -> Written:
+    """Write ``frame`` as UTF-8 CSV (header, ``delimiter``, "\\n" after each row) to the binary
+    stream ``out``, in batches, hashing as it writes.
+
+    With ``neutralise`` (the default) cells and column names that a spreadsheet would run as
+    formulas are neutralised first (:func:`neutralise_formulas`). The bytes are those of
+    ``frame.to_csv(sep=delimiter, index=False, lineterminator="\\n")`` on the neutralised frame.
+    """
+    if neutralise:
+        frame = neutralise_formulas(frame)
+    digest = hashlib.sha256()
+    size = 0
+
+    def emit(data: bytes | memoryview) -> None:
+        nonlocal size
+        digest.update(data)
+        out.write(data)
+        size += len(data)
+
+    names = [str(c) for c in frame.columns]
+    single = len(names) == 1
+    header = _quote(np.array(names, dtype=object), delimiter, single)
+    emit((delimiter.join(header) + "\n").encode("utf-8"))
+    parts = [_column_parts(frame[c], delimiter, single) for c in frame.columns]
+    rows = len(frame)
+    for start in range(0, rows, batch_rows):
+        stop = min(rows, start + batch_rows)
+        cells = [pc.take(values, pa.array(codes[start:stop])) for values, codes in parts]
+        if not cells:
+            emit(b"\n" * (stop - start))
+            continue
+        lines = pc.binary_join_element_wise(*cells, delimiter)
+        # Each line ends in "\n": join with an empty last element.
+        lines = pc.binary_join_element_wise(lines, pa.scalar(""), "\n")
+        emit(_string_bytes(lines))
+    return Written(sha256=digest.hexdigest(), size=size, rows=rows)
+
+
+def _string_bytes(array: pa.Array) -> memoryview:
+    """The concatenated bytes of a string array's values (no copy)."""
+    offsets = np.frombuffer(array.buffers()[1], dtype=np.int32)[
+        array.offset : array.offset + len(array) + 1
+    ]
+    data = array.buffers()[2]
+    if data is None:
+        return memoryview(b"")
+    return memoryview(data)[offsets[0] : offsets[-1]]
+
+
+__all__ = ["FORMULA_PREFIXES", "Written", "neutralise_cell", "neutralise_formulas", "write_csv"]

@@ -9,8 +9,7 @@ changes after that: a new file makes a new dataset.
 from __future__ import annotations
 
 import hashlib
-import uuid
-from pathlib import Path, PurePath
+from pathlib import PurePath
 
 import pandas as pd
 from django.conf import settings
@@ -78,28 +77,21 @@ def ensure_ready(dataset: Dataset) -> None:
 
 
 def _store_stream(uploaded: UploadedFile, suffix: str) -> tuple[str, str, int, bytes]:
-    """Copy the upload chunk by chunk into private storage; (path, sha256, size, first bytes)."""
-    store = storage.private_storage()
-    name = store.get_available_name(f"datasets/{uuid.uuid4().hex}{suffix}")
-    target = Path(store.path(name))
-    target.parent.mkdir(parents=True, exist_ok=True)
+    """Check and hash the upload chunk by chunk, then stream it into private storage;
+    (storage name, sha256, size, first bytes). Nothing is held in memory."""
     digest = hashlib.sha256()
     size = 0
     head = b""
-    try:
-        with open(target, "xb") as out:
-            uploaded.seek(0)
-            for chunk in uploaded.chunks():
-                size += len(chunk)
-                if size > settings.MAX_UPLOAD_BYTES:
-                    raise InvalidInput(limit_message())
-                if len(head) < tabular.SNIFF_BYTES:
-                    head += chunk[: tabular.SNIFF_BYTES - len(head)]
-                digest.update(chunk)
-                out.write(chunk)
-    except BaseException:
-        target.unlink(missing_ok=True)
-        raise
+    uploaded.seek(0)
+    for chunk in uploaded.chunks():
+        size += len(chunk)
+        if size > settings.MAX_UPLOAD_BYTES:
+            raise InvalidInput(limit_message())
+        if len(head) < tabular.SNIFF_BYTES:
+            head += chunk[: tabular.SNIFF_BYTES - len(head)]
+        digest.update(chunk)
+    uploaded.seek(0)
+    name = storage.private_storage().save(storage.new_name("datasets", suffix), uploaded)
     return name, digest.hexdigest(), size, head
 
 
@@ -159,12 +151,21 @@ def enqueue_profiling(dataset_id: int) -> None:
     dispatch.enqueue("releases.profile_dataset", dataset_id)
 
 
-def load_frame(dataset: Dataset) -> pd.DataFrame:
-    """The dataset's rows as strings ("" for missing), read back from the stored original file."""
+def load_frame(
+    dataset: Dataset, columns: list[str] | None = None, categorical: bool = False
+) -> pd.DataFrame:
+    """The dataset's rows as strings ("" for missing): the named columns (all when None), read
+    from its column store, which was read from the original whose SHA-256 it records.
+
+    ``categorical``: repeating columns as Categoricals, a small integer per row (group them with
+    ``observed=True``); else object strings.
+    """
     if not dataset.file_path:
         raise InvalidInput("This dataset's file was refused and is not stored.")
-    frame, _ = profiling.read_dataset_file(dataset)
-    return frame
+    if not storage.exists(dataset.file_path):
+        # The store records the original's SHA-256; an original gone from storage is a fault.
+        raise FileNotFoundError(f"The original of dataset {dataset.pk} is missing from storage.")
+    return column_store.read(dataset, columns, categorical=categorical)
 
 
 # --- Deletion -----------------------------------------------------------------------------
@@ -279,7 +280,7 @@ def set_column_type(
     override = "" if column_type == column.inferred_type else column_type
     if (override, date_order or column.date_order) == (column.type_override, column.date_order):
         return column
-    series = column_store.read(dataset, [column.name])[column.name]
+    series = column_store.read(dataset, [column.name], categorical=True)[column.name]
     order = date_order or (
         column.profile.get("date_order") if column_type == ColumnType.DATE else ""
     )
@@ -298,7 +299,7 @@ def set_column_type(
 
 
 def column_values(dataset: Dataset, column: DatasetColumn) -> list[str]:
-    return list(column_store.read(dataset, [column.name])[column.name].unique())
+    return column_store.distinct_values(dataset, column.name)
 
 
 def build_hierarchy(

@@ -5,6 +5,7 @@ from __future__ import annotations
 from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
+from django.db.models import F
 from django.http import HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -103,24 +104,40 @@ def _column_context(dataset, column, **extra) -> dict:
     return {"dataset": dataset, "column": _decorate(column), **COLUMN_CHOICES, **extra}
 
 
-def dataset_context(dataset, request_form=None) -> dict:
-    columns = [_decorate(c) for c in dataset.columns.all()]
+#: Columns shown on one page of a dataset (a file may have thousands).
+COLUMNS_PER_PAGE = 50
+
+
+def dataset_context(dataset, request_form=None, page_number=None) -> dict:
+    """The dataset page: one page of its columns (and of the preview's cells), the rest
+    behind a pager, so a file of thousands of columns renders as fast as one of ten."""
+    page = Paginator(dataset.columns.order_by("position"), COLUMNS_PER_PAGE).get_page(page_number)
+    for column in page:
+        _decorate(column)
+    first = (page.number - 1) * COLUMNS_PER_PAGE
     return {
         "dataset": dataset,
-        "columns": columns,
+        "columns": page,
+        "page": page,
+        "column_count": page.paginator.count,
+        "preview": [row[first : first + COLUMNS_PER_PAGE] for row in dataset.preview or []],
         **COLUMN_CHOICES,
         "request_form": request_form or ReleaseRequestForm(),
         "requests": dataset.requests.select_related("requested_by")[:20],
-        "suggestions_pending": any(
-            c.suggested_role and c.suggested_role != c.role for c in columns
-        ),
+        "suggestions_pending": dataset.columns.exclude(suggested_role="")
+        .exclude(suggested_role=F("role"))
+        .exists(),
     }
 
 
 @require_GET
 def dataset_detail(request: HttpRequest, dataset_id: int) -> HttpResponse:
     dataset = datasets.get_dataset_for(request.user, dataset_id)
-    return render(request, "releases/dataset_detail.html", dataset_context(dataset))
+    return render(
+        request,
+        "releases/dataset_detail.html",
+        dataset_context(dataset, page_number=request.GET.get("page")),
+    )
 
 
 @require_GET
