@@ -14,7 +14,11 @@ app.autodiscover_tasks()
 
 @worker_ready.connect
 def fail_work_lost_by_dead_workers(**_kwargs) -> None:
-    """Whatever a dead worker left running will never finish: say so instead of spinning."""
+    """Whatever a dead worker left running will never finish: say so instead of spinning.
+    Releases past their expiry date get the expired state written (they already cannot be
+    downloaded)."""
     from releases.services.recovery import fail_stale_work
+    from releases.services.sharing import expire_due
 
     fail_stale_work()
+    expire_due()

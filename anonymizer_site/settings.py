@@ -295,6 +295,18 @@ STALE_WORK_SECONDS = int(os.environ.get("STALE_WORK_SECONDS", str(15 * 60)))
 # Independent approvals a release needs before it can be downloaded.
 REQUIRED_APPROVALS = int(os.environ.get("REQUIRED_APPROVALS", "1"))
 
+# The data sharing agreement a request starts with (the steward may write another); every
+# recipient accepts it before the first download.
+DEFAULT_DATA_SHARING_TERMS = os.environ.get("DEFAULT_DATA_SHARING_TERMS", "").strip() or (
+    "The recipient uses this extract only for the purpose agreed with the data owner, keeps it "
+    "on systems protected against unauthorised access, and shares it with nobody else. The "
+    "recipient makes no attempt to re-identify any person, to link the extract with other data "
+    "in order to do so, or to contact anyone it may concern; a person recognised by chance is "
+    "reported to the data owner and not named to anyone. The recipient deletes the extract "
+    "when the purpose is served, when the release expires or when the data owner revokes it, "
+    "and tells the data owner at once of any breach of these terms."
+)
+
 # Decisions are e-mailed to the requester; development prints them on the console.
 EMAIL_BACKEND = os.environ.get(
     "EMAIL_BACKEND",

@@ -1,4 +1,4 @@
-from .services import review
+from . import selectors
 from .services import roles as role_checks
 
 
@@ -13,5 +13,5 @@ def roles(request) -> dict:
         "is_recipient": role_checks.is_recipient(user),
     }
     if context["is_officer"]:
-        context["review_waiting"] = review.waiting_count(user)
+        context["review_waiting"] = selectors.waiting_count(user)
     return context

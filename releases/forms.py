@@ -3,7 +3,9 @@ from decimal import Decimal
 from django import forms
 
 from .models import ReleaseRequest, Review
-from .services.release import ReleaseParameters
+from .services import release
+from .services.release import ReleaseParameters, Sharing
+from .services.sharing import Additions
 
 
 class UploadForm(forms.Form):
@@ -14,7 +16,7 @@ class UploadForm(forms.Form):
     )
 
 
-class ReleaseRequestForm(forms.Form):
+class ModelForm(forms.Form):
     """The privacy model and algorithm of a release request."""
 
     k = forms.IntegerField(
@@ -55,6 +57,10 @@ class ReleaseRequestForm(forms.Form):
         required=False,
     )
 
+    def model_fields(self):
+        """The privacy model's fields (not the sharing or justification fields)."""
+        return [self[name] for name in ModelForm.base_fields]
+
     def clean(self):
         data = super().clean()
         if data.get("l_variant") == "recursive" and data.get("l_diversity") and not data.get("c"):
@@ -88,12 +94,87 @@ class ReleaseRequestForm(forms.Form):
         }
 
 
-class ResubmitForm(ReleaseRequestForm):
+class JustificationsMixin:
+    """One text field per column suggested as a direct identifier that the tagging releases as
+    it is: releasing it needs a written reason, kept on the request and shown to officers."""
+
+    def add_justification_fields(self, dataset) -> None:
+        self.justified_columns = (
+            release.identifiers_released_unchanged(dataset) if dataset is not None else []
+        )
+        for column in self.justified_columns:
+            self.fields[f"justify-{column.pk}"] = forms.CharField(
+                label=f"Why must {column.name} be released as it is?",
+                help_text=column.suggestion_reason,
+                widget=forms.Textarea(attrs={"rows": 2}),
+                max_length=2000,
+                required=False,
+            )
+
+    def justification_fields(self):
+        return [self[f"justify-{c.pk}"] for c in self.justified_columns]
+
+    def justifications(self) -> dict[str, str]:
+        return {
+            c.name: self.cleaned_data.get(f"justify-{c.pk}", "") for c in self.justified_columns
+        }
+
+
+class ReleaseRequestForm(JustificationsMixin, ModelForm):
+    """A release request: the privacy model, who receives it, on which terms, until when."""
+
+    recipients = forms.ModelMultipleChoiceField(
+        queryset=ReleaseRequest.recipients.field.related_model.objects.none(),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Recipients (only they can see and download the release)",
+    )
+    recipient_groups = forms.ModelMultipleChoiceField(
+        queryset=ReleaseRequest.recipient_groups.field.related_model.objects.none(),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Recipient groups (their members who are recipients)",
+    )
+    terms = forms.CharField(
+        label="Terms of use (the data sharing agreement each recipient accepts; empty: the "
+        "site's default)",
+        widget=forms.Textarea(attrs={"rows": 4}),
+        max_length=20000,
+        required=False,
+    )
+    expires_at = forms.DateField(
+        label="Available until (last day; empty: no expiry)",
+        required=False,
+        widget=forms.DateInput(attrs={"type": "date"}),
+    )
+
+    def __init__(self, *args, dataset=None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["recipients"].queryset = release.recipient_choices()
+        self.fields["recipient_groups"].queryset = release.recipient_group_choices()
+        self.fields["terms"].initial = release.default_terms()
+        self.add_justification_fields(dataset)
+
+    def sharing(self) -> Sharing:
+        data = self.cleaned_data
+        return Sharing(
+            recipients=list(data.get("recipients") or []),
+            recipient_groups=list(data.get("recipient_groups") or []),
+            terms=(data.get("terms") or "").strip() or None,
+            expires_at=data.get("expires_at"),
+        )
+
+
+class ResubmitForm(JustificationsMixin, ModelForm):
     response = forms.CharField(
-        label="Your answer to the reviewers",
+        label="Your answer to the reviewers (or what changed)",
         widget=forms.Textarea(attrs={"rows": 3}),
         max_length=5000,
     )
+
+    def __init__(self, *args, dataset=None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.add_justification_fields(dataset)
 
 
 class ReviewForm(forms.Form):
@@ -101,6 +182,37 @@ class ReviewForm(forms.Form):
     comment = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3}), required=False, max_length=5000
     )
+    # An approving officer may name more recipients and set the expiry date.
+    add_recipients = forms.ModelMultipleChoiceField(
+        queryset=ReleaseRequest.recipients.field.related_model.objects.none(),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Also name these recipients (on approval)",
+    )
+    add_recipient_groups = forms.ModelMultipleChoiceField(
+        queryset=ReleaseRequest.recipient_groups.field.related_model.objects.none(),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Also name these groups (on approval)",
+    )
+    expires_at = forms.DateField(
+        label="Available until (on approval; empty: keep the requester's choice)",
+        required=False,
+        widget=forms.DateInput(attrs={"type": "date"}),
+    )
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["add_recipients"].queryset = release.recipient_choices()
+        self.fields["add_recipient_groups"].queryset = release.recipient_group_choices()
+
+    def additions(self) -> Additions:
+        data = self.cleaned_data
+        return Additions(
+            recipients=list(data.get("add_recipients") or []),
+            recipient_groups=list(data.get("add_recipient_groups") or []),
+            expires_at=data.get("expires_at"),
+        )
 
     def clean(self):
         data = super().clean()
@@ -110,3 +222,11 @@ class ReviewForm(forms.Form):
         ):
             self.add_error("comment", "Give a comment when you request changes or reject.")
         return data
+
+
+class RevokeForm(forms.Form):
+    reason = forms.CharField(
+        label="Why is this release revoked? (shown to its recipients)",
+        widget=forms.Textarea(attrs={"rows": 2}),
+        max_length=5000,
+    )

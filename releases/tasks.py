@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from .services import profiling, recovery, release, review
+from .services import profiling, recovery, release, reproduction, review
 
 
 @shared_task(name="releases.run_release")
@@ -25,7 +25,18 @@ def sweep_work_task() -> None:
     recovery.sweep()
 
 
+@shared_task(name="releases.reproduce_release")
+def reproduce_release_task(reproduction_id: int) -> None:
+    reproduction.reproduce(reproduction_id)
+
+
 #: The tasks by name, for ``services.dispatch``.
 BY_NAME = {
-    task.name: task for task in (run_release_task, profile_dataset_task, notify_requester_task)
+    task.name: task
+    for task in (
+        run_release_task,
+        profile_dataset_task,
+        notify_requester_task,
+        reproduce_release_task,
+    )
 }

@@ -43,6 +43,11 @@ urlpatterns = [
         name="column_update",
     ),
     path("datasets/<int:dataset_id>/request/", requests.request_create, name="request_create"),
+    path(
+        "datasets/<int:dataset_id>/request/decisions/",
+        requests.request_decisions,
+        name="request_decisions",
+    ),
     path("requests/<int:request_id>/", requests.request_detail, name="request_detail"),
     path("requests/<int:request_id>/status/", requests.request_status, name="request_status"),
     path("requests/<int:request_id>/classes/", requests.request_classes, name="request_classes"),
@@ -53,9 +58,24 @@ urlpatterns = [
     ),
     path("requests/<int:request_id>/review/", requests.request_review, name="request_review"),
     path("requests/<int:request_id>/resubmit/", requests.request_resubmit, name="request_resubmit"),
-    path("requests/<int:request_id>/download/", requests.download_extract, name="download"),
+    path("requests/<int:request_id>/cancel/", requests.request_cancel, name="request_cancel"),
+    path("requests/<int:request_id>/revoke/", requests.request_revoke, name="request_revoke"),
     path(
-        "requests/<int:request_id>/download/report/",
+        "requests/<int:request_id>/reproduce/",
+        requests.request_reproduce,
+        name="request_reproduce",
+    ),
+    path("requests/<int:request_id>/terms/", requests.accept_terms, name="accept_terms"),
+    # The CSV under the plain address; every format under its own.
+    path("requests/<int:request_id>/download/", requests.download_file, name="download"),
+    path(
+        "requests/<int:request_id>/download/<str:fmt>/",
+        requests.download_file,
+        name="download_file",
+    ),
+    path("requests/<int:request_id>/report/", requests.report, name="report"),
+    path(
+        "requests/<int:request_id>/report.json",
         requests.download_report,
         name="download_report",
     ),

@@ -68,6 +68,12 @@ def recipient(db):
     return make_user("recipient", roles.RECIPIENTS)
 
 
+@pytest.fixture
+def other_recipient(db):
+    """A recipient no release names unless a test says so."""
+    return make_user("recipient2", roles.RECIPIENTS)
+
+
 def csv_upload(text: str | bytes, name: str = "data.csv") -> SimpleUploadedFile:
     content = text.encode("utf-8") if isinstance(text, str) else text
     return SimpleUploadedFile(name, content, content_type="text/csv")

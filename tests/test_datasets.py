@@ -297,8 +297,9 @@ def test_suggestions_on_the_adult_columns(steward):
         "salary-class": Role.SENSITIVE,
     }
     assert "age" in dataset.columns.get(name="age").suggestion_reason
-    # Suggestions are only suggestions: roles stay as they were until the steward accepts.
-    assert set(dataset.columns.values_list("role", flat=True)) == {Role.INSENSITIVE}
+    # Suggestions are only suggestions: no column has a role (all are withheld) until the
+    # steward accepts or chooses one.
+    assert set(dataset.columns.values_list("role", flat=True)) == {""}
 
 
 def test_suggestions_on_names_emails_and_ids(steward):
@@ -364,7 +365,9 @@ def test_accepting_suggestions_sets_and_audits_each_role(client, steward):
     roles = {c.name: c.role for c in dataset.columns.all()}
     assert roles["email"] == Role.IDENTIFIER and roles["zip"] == Role.QUASI_IDENTIFIER
     assert roles["visits"] == Role.INSENSITIVE
-    assert AuditEvent.objects.filter(action=A.TAGGING, dataset=dataset).count() == 9
+    # Every column had no role yet: each gets one, and each change is audited.
+    assert "" not in roles.values()
+    assert AuditEvent.objects.filter(action=A.TAGGING, dataset=dataset).count() == len(roles)
 
 
 # --- Risk before release --------------------------------------------------------------------
@@ -432,7 +435,7 @@ def test_interval_hierarchy_preview_and_save(client, steward, adult):
     assert stored.generalize("37", 2) == "30-39"
     download = client.get(reverse("releases:hierarchy_download", args=[adult.pk, age.pk]))
     assert download["Content-Type"].startswith("text/csv")
-    assert download.content.decode() == age.hierarchy_text
+    assert b"".join(download.streaming_content).decode() == age.hierarchy_text
     assert AuditEvent.objects.filter(action=A.TAGGING, detail__hierarchy="intervals").exists()
 
 
@@ -478,8 +481,19 @@ def test_hierarchy_download_is_for_the_owner_only(client, steward, other_steward
     login(client, other_steward)
     assert client.get(url).status_code == 404
     login(client, steward)
-    automatic = client.get(url).content.decode()
+    automatic = b"".join(client.get(url).streaming_content).decode()
     assert automatic.splitlines()[0].startswith("39;") and automatic.splitlines()[0].endswith(";*")
+
+
+def test_a_hierarchy_download_cannot_run_as_a_spreadsheet_formula(client, steward):
+    dataset = make_dataset(steward, "code,n\n=1+1,1\n@SUM(A1),2\n-5,3\nplain,4\n", "f.csv")
+    column = dataset.columns.get(name="code")
+    datasets.set_hierarchy_builder(steward, dataset, column.pk, "categorical", {})
+    login(client, steward)
+    response = client.get(reverse("releases:hierarchy_download", args=[dataset.pk, column.pk]))
+    assert response["Content-Disposition"] == 'attachment; filename="hierarchy_code.csv"'
+    rows = [line.split(";") for line in b"".join(response.streaming_content).decode().splitlines()]
+    assert {row[0] for row in rows} == {"'=1+1", "'@SUM(A1)", "-5", "plain"}
 
 
 # --- Lifecycle: pending, polling, deletion ------------------------------------------------------

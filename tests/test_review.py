@@ -10,12 +10,13 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.urls import reverse
 
-from releases.models import AuditEvent, ReleaseRequest, ReleaseRound, Review, Role
-from releases.services import InvalidInput, downloads, release, review, storage
+from releases import selectors
+from releases.models import AuditEvent, ReleaseFile, ReleaseRequest, ReleaseRound, Review, Role
+from releases.services import InvalidInput, lifecycle, package, release, review, storage
 from releases.services.release import ReleaseParameters
 from tests.conftest import make_user
 from tests.support import factories
-from tests.support.workflow import request_release, run
+from tests.support.workflow import approve, download, request_release, run
 from tests.test_services import synthetic_csv, tag
 
 pytestmark = pytest.mark.django_db
@@ -76,7 +77,7 @@ def test_every_review_transition_is_allowed_or_refused(ready, officer, state, de
     assert (ready.decided_at is not None) == (expected is not None)
 
 
-RESUBMITTABLE = {State.CHANGES_REQUESTED, State.FAILED}
+RESUBMITTABLE = {State.CHANGES_REQUESTED, State.FAILED, State.CANCELLED}
 
 
 @pytest.mark.parametrize("state", ALL_STATES)
@@ -90,7 +91,7 @@ def test_every_resubmit_transition_is_allowed_or_refused(
             release.resubmit(steward, ready.pk, params, "Coarser, as asked.")
         ready.refresh_from_db()
         assert (ready.state, ready.round, ready.k) == (State.QUEUED, 2, 10)
-        assert len(callbacks) == 2  # the old extract removed, the new run enqueued
+        assert len(callbacks) == 2  # the old files removed, the new run enqueued
         assert ReleaseRound.objects.get(request=ready).outcome == state
     else:
         with pytest.raises(InvalidInput, match="can be resubmitted"):
@@ -104,7 +105,8 @@ def test_every_resubmit_transition_is_allowed_or_refused(
 
 @pytest.mark.parametrize("role_user", ["steward", "recipient", "other_steward"])
 def test_only_officers_review(request, ready, role_user):
-    with pytest.raises(PermissionDenied):
+    # The requester is refused; people who cannot see the request do not learn it exists.
+    with pytest.raises(PermissionDenied if role_user == "steward" else Http404):
         review.review(request.getfixturevalue(role_user), ready.pk, "approve")
     assert not Review.objects.exists()
 
@@ -116,7 +118,7 @@ def test_nobody_reviews_their_own_request(steward_officer):
     for decision in DECISIONS:
         with pytest.raises(PermissionDenied, match="themselves"):
             review.review(steward_officer, own.pk, decision, "comment")
-    assert not review.can_review(steward_officer, own)
+    assert not lifecycle.can_review(steward_officer, own)
 
 
 def test_only_the_requester_resubmits(ready, officer, other_steward, steward):
@@ -147,7 +149,7 @@ def test_two_independent_approvals_when_required(ready, officer, second_officer,
     settings.REQUIRED_APPROVALS = 2
     review.review(officer, ready.pk, "approve")
     ready.refresh_from_db()
-    assert ready.state == State.READY and review.approvals_so_far(ready) == 1
+    assert ready.state == State.READY and selectors.approvals_so_far(ready) == 1
     review.review(second_officer, ready.pk, "approve")
     ready.refresh_from_db()
     assert ready.state == State.APPROVED
@@ -159,12 +161,12 @@ def test_blind_voting_hides_other_votes_until_one_votes(
     settings.REQUIRED_APPROVALS = 2
     review.review(officer, ready.pk, "approve", "Fine by me, the secret word is zebra")
     ready.refresh_from_db()
-    assert review.votes_hidden_from(second_officer, ready)
-    assert review.reviews_for(second_officer, ready) == []
+    assert selectors.votes_hidden_from(second_officer, ready)
+    assert selectors.reviews_for(second_officer, ready) == []
     assert not any(
-        e.action == AuditEvent.Action.REVIEW for e in review.timeline_for(second_officer, ready)
+        e.action == AuditEvent.Action.REVIEW for e in selectors.timeline_for(second_officer, ready)
     )
-    assert review.votes_hidden_from(steward, ready)
+    assert selectors.votes_hidden_from(steward, ready)
 
     client.force_login(second_officer)
     page = client.get(reverse("releases:request_detail", args=[ready.pk])).content.decode()
@@ -174,24 +176,35 @@ def test_blind_voting_hides_other_votes_until_one_votes(
     ready.refresh_from_db()
     page = client.get(reverse("releases:request_detail", args=[ready.pk])).content.decode()
     assert "zebra" in page
-    assert [r.reviewer for r in review.reviews_for(steward, ready)] == [officer, second_officer]
+    assert [r.reviewer for r in selectors.reviews_for(steward, ready)] == [officer, second_officer]
 
 
 def test_an_approval_counts_only_for_the_bytes_it_saw(ready, officer, second_officer, settings):
     settings.REQUIRED_APPROVALS = 2
     review.review(officer, ready.pk, "approve")
-    # The extract changes (a re-run writes other bytes): the earlier approval no longer counts.
-    content = storage.read_bytes(ready.extract_path) + b""
-    new_path = storage.save_bytes("extracts", ".csv", content.replace(b"\n", b"\r\n"))
+    # The package changes (a re-run writes other bytes): the earlier approval no longer counts.
+    csv_file = ready.files.get(format="csv")
+    content = storage.read_bytes(csv_file.path).replace(b"\n", b"\r\n")
+    new_path = storage.save_bytes("extracts", ".csv", content)
+    ReleaseFile.objects.filter(pk=csv_file.pk).update(
+        path=new_path, sha256=storage.sha256_hex(content)
+    )
+    hashes = {f.format: f.sha256 for f in ready.files.all()}
     ReleaseRequest.objects.filter(pk=ready.pk).update(
-        extract_path=new_path, extract_sha256=storage.sha256_hex(storage.read_bytes(new_path))
+        extract_path=new_path,
+        extract_sha256=storage.sha256_hex(content),
+        package_sha256=package.package_digest(hashes),
     )
     ready.refresh_from_db()
-    assert review.approvals_so_far(ready) == 0
+    assert selectors.approvals_so_far(ready) == 0
     review.review(second_officer, ready.pk, "approve")
     ready.refresh_from_db()
     assert ready.state == State.READY
-    assert Review.objects.get(reviewer=second_officer).extract_sha256 == ready.extract_sha256
+    vote = Review.objects.get(reviewer=second_officer)
+    assert (vote.extract_sha256, vote.package_sha256) == (
+        ready.extract_sha256,
+        ready.package_sha256,
+    )
 
 
 def test_approving_a_result_whose_checks_failed_is_refused(ready, officer, client):
@@ -215,11 +228,16 @@ def test_approving_a_result_whose_checks_failed_is_refused(ready, officer, clien
     assert ready.state == State.CHANGES_REQUESTED
 
 
-def test_approval_of_a_tampered_extract_is_refused(ready, officer, settings):
-    path = settings.MEDIA_ROOT / ready.extract_path
+@pytest.mark.parametrize("fmt", ["csv", "xlsx", "parquet"])
+def test_approval_of_a_tampered_or_missing_file_is_refused(ready, officer, settings, fmt):
+    path = settings.MEDIA_ROOT / ready.files.get(format=fmt).path
     path.write_bytes(path.read_bytes() + b"x,y\n")
     with pytest.raises(InvalidInput, match="no longer matches"):
         review.review(officer, ready.pk, "approve")
+    path.unlink()
+    with pytest.raises(InvalidInput, match="missing"):
+        review.review(officer, ready.pk, "approve")
+    assert not Review.objects.exists()
 
 
 # --- Rounds ---------------------------------------------------------------------------------------
@@ -245,7 +263,7 @@ def test_changes_requested_then_resubmitted_starts_a_new_round(ready, officer, s
     )
     assert earlier.parameters["k"] == 5
     # The officer's first-round review does not count for round 2, and they may vote again.
-    assert review.can_review(officer, ready)
+    assert lifecycle.can_review(officer, ready)
     review.review(officer, ready.pk, "approve")
     ready.refresh_from_db()
     assert ready.state == State.APPROVED
@@ -281,9 +299,13 @@ def test_the_requester_is_emailed_each_decision(
 
 
 def test_approved_extract_download_matches_the_reviewed_bytes(ready, officer, recipient):
-    review.review(officer, ready.pk, "approve")
-    download = downloads.download_extract(recipient, ready.pk)
-    assert storage.sha256_hex(download.content) == Review.objects.get().extract_sha256
+    approve(officer, ready, recipient)
+    vote = Review.objects.get()
+    for fmt in ("csv", "xlsx", "parquet"):
+        content = download(recipient, ready, fmt)
+        assert storage.sha256_hex(content) == ready.files.get(format=fmt).sha256
+    assert storage.sha256_hex(download(recipient, ready)) == vote.extract_sha256
+    assert vote.package_sha256 == ready.package_sha256
 
 
 # --- The page ----------------------------------------------------------------------------------

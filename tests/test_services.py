@@ -14,7 +14,7 @@ from releases.models import AuditEvent, Dataset, ReleaseRequest, Role
 from releases.services import InvalidInput, audit, datasets, downloads, release, review, storage
 from tests.conftest import ADULT, ADULT_QUASI_IDENTIFIERS, csv_upload, hierarchy_upload
 from tests.support.factories import make_dataset
-from tests.support.workflow import request_release
+from tests.support.workflow import approve, download, request_release
 
 pytestmark = pytest.mark.django_db
 
@@ -30,10 +30,13 @@ def synthetic_csv(rows: int = 300, seed: int = 7) -> str:
     return "\n".join(lines) + "\n"
 
 
-def tag(user, dataset: Dataset, roles: dict[str, str]) -> None:
+def tag(user, dataset: Dataset, roles: dict[str, str], rest: str | None = Role.WITHHELD) -> None:
+    """Give the named columns their roles, and every other column without a role ``rest``
+    (withheld unless said otherwise; ``None`` leaves them without a role)."""
     for column in dataset.columns.all():
-        if column.name in roles:
-            datasets.set_column_role(user, dataset, column.pk, roles[column.name])
+        role = roles.get(column.name, rest if not column.role else None)
+        if role is not None:
+            datasets.set_column_role(user, dataset, column.pk, role)
 
 
 def extract_frame(release_request: ReleaseRequest) -> pd.DataFrame:
@@ -100,6 +103,7 @@ def test_hierarchy_upload_is_validated_against_the_column(steward):
 
 def test_request_needs_a_quasi_identifier_and_a_sensible_k(steward):
     dataset = make_dataset(steward, synthetic_csv())
+    tag(steward, dataset, {})
     with pytest.raises(InvalidInput, match="quasi-identifier"):
         request_release(steward, dataset, k=5, suppression_limit=0.05)
     tag(steward, dataset, {"age": Role.QUASI_IDENTIFIER})
@@ -220,45 +224,60 @@ def test_reject_needs_a_reason_and_a_decision_is_final(ready_request, officer):
         review.review(officer, ready_request.pk, "approve")
 
 
-def test_download_only_after_approval_and_logged(ready_request, officer, recipient, steward):
-    with pytest.raises(PermissionDenied):
-        downloads.download_extract(steward, ready_request.pk)
-    with pytest.raises(Http404):  # recipients do not even see unapproved requests
-        downloads.download_extract(recipient, ready_request.pk)
-    review.review(officer, ready_request.pk, "approve")
-    download = downloads.download_extract(recipient, ready_request.pk)
-    assert download.content == storage.read_bytes(ready_request.extract_path)
-    assert storage.sha256_hex(download.content) == ready_request.extract_sha256
-    assert downloads.download_extract(steward, ready_request.pk).content == download.content
+def test_download_only_after_approval_by_named_people_and_logged(
+    ready_request, officer, recipient, steward, other_recipient
+):
+    # Not approved yet: the requester is refused by the state, a recipient sees nothing.
+    with pytest.raises(InvalidInput, match="only an approved release"):
+        downloads.open_download(steward, ready_request.pk, "csv")
+    with pytest.raises(Http404):
+        downloads.open_download(recipient, ready_request.pk, "csv")
+    approve(officer, ready_request, recipient)
+    # A recipient the release does not name does not see it at all.
+    with pytest.raises(Http404):
+        downloads.open_download(other_recipient, ready_request.pk, "csv")
+    # The terms of use come first.
+    with pytest.raises(InvalidInput, match="Accept the terms"):
+        downloads.open_download(recipient, ready_request.pk, "csv")
+    content = download(recipient, ready_request)
+    assert content == storage.read_bytes(ready_request.extract_path)
+    assert storage.sha256_hex(content) == ready_request.extract_sha256
+    assert download(steward, ready_request) == content
     logged = AuditEvent.objects.filter(action=AuditEvent.Action.DOWNLOAD, request=ready_request)
     assert [e.actor for e in logged] == [recipient, steward]
+    accepted = AuditEvent.objects.filter(action=AuditEvent.Action.TERMS_ACCEPTED)
+    assert [e.actor for e in accepted] == [recipient, steward]
 
 
 def test_download_refuses_an_extract_whose_bytes_changed(
     ready_request, officer, recipient, settings
 ):
-    review.review(officer, ready_request.pk, "approve")
+    approve(officer, ready_request, recipient)
     path = settings.MEDIA_ROOT / ready_request.extract_path
     path.write_bytes(path.read_bytes() + b"tampered,row\n")
-    with pytest.raises(downloads.ExtractTampered):
-        downloads.download_extract(recipient, ready_request.pk)
+    with pytest.raises(downloads.DownloadUnavailable, match="no longer matches") as refused:
+        download(recipient, ready_request)
+    assert refused.value.status == 409
     assert not AuditEvent.objects.filter(action=AuditEvent.Action.DOWNLOAD).exists()
+    event = AuditEvent.objects.get(action=AuditEvent.Action.DOWNLOAD_REFUSED)
+    assert event.actor == recipient and "no longer matches" in event.detail["reason"]
 
 
 def test_audit_log_lists_every_step_in_order(ready_request, officer, recipient, steward):
-    review.review(officer, ready_request.pk, "approve")
-    downloads.download_extract(recipient, ready_request.pk)
+    approve(officer, ready_request, recipient)
+    download(recipient, ready_request)
     actions = [e.action for e in audit.events_for_request(ready_request)]
     A = AuditEvent.Action
     assert actions == [
         A.UPLOAD,
         A.PROFILED,
-        A.TAGGING,
-        A.TAGGING,
+        *[A.TAGGING] * 5,  # age, sex, and the other three columns withheld
         A.REQUEST,
         A.RUN_START,
         A.RUN_END,
+        A.RECIPIENTS,
         A.REVIEW,
+        A.TERMS_ACCEPTED,
         A.DOWNLOAD,
     ]
     with pytest.raises(ValueError, match="append-only"):

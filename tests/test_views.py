@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from django.urls import reverse
 
@@ -9,7 +11,7 @@ from releases.models import AuditEvent, Dataset, ReleaseRequest, Role
 from releases.services import profiling, release, review
 from tests.conftest import csv_upload
 from tests.support.factories import make_dataset
-from tests.support.workflow import request_release
+from tests.support.workflow import approve, request_release
 from tests.test_services import synthetic_csv, tag
 
 pytestmark = pytest.mark.django_db
@@ -30,10 +32,8 @@ def ready(steward, dataset):
 
 
 @pytest.fixture
-def approved(ready, officer):
-    review.review(officer, ready.pk, "approve")
-    ready.refresh_from_db()
-    return ready
+def approved(ready, officer, recipient):
+    return approve(officer, ready, recipient)
 
 
 def login(client, user):
@@ -252,8 +252,9 @@ def test_reject_without_a_comment_is_refused_on_the_page(client, officer, ready)
 def test_nobody_downloads_an_unapproved_release(client, request, ready, role_user):
     login(client, request.getfixturevalue(role_user))
     response = client.get(reverse("releases:download", args=[ready.pk]))
-    # Recipients do not even see unapproved requests (404); the others are refused (403).
-    assert response.status_code == (404 if role_user == "recipient" else 403)
+    # Recipients do not even see unapproved requests (404); officers never download (403); the
+    # requester is refused until the release is approved (409).
+    assert response.status_code == {"recipient": 404, "officer": 403, "steward": 409}[role_user]
     assert not AuditEvent.objects.filter(action=AuditEvent.Action.DOWNLOAD).exists()
 
 
@@ -264,16 +265,23 @@ def test_nobody_downloads_an_unapproved_release(client, request, ready, role_use
 def test_approved_release_download_by_role(client, request, approved, role_user, status):
     user = request.getfixturevalue(role_user)
     login(client, user)
-    response = client.get(reverse("releases:download", args=[approved.pk]))
+    url = reverse("releases:download", args=[approved.pk])
+    if status == 200:
+        # The terms of use first: the download is refused until they are accepted.
+        assert client.get(url).status_code == 409
+        assert client.post(reverse("releases:accept_terms", args=[approved.pk])).status_code == 302
+    response = client.get(url)
     assert response.status_code == status
     logged = AuditEvent.objects.filter(action=AuditEvent.Action.DOWNLOAD, actor=user).count()
     assert logged == (1 if status == 200 else 0)
     if status == 200:
         assert response["Content-Disposition"].startswith("attachment;")
-        assert "name" not in response.content.decode().splitlines()[0].split(",")
-        report = client.get(reverse("releases:download_report", args=[approved.pk])).json()
-        assert report["extract_sha256"] == approved.extract_sha256
-        assert report["approved_by"] == ["officer"]
+        content = b"".join(response.streaming_content)
+        assert "name" not in content.decode().splitlines()[0].split(",")
+        report = client.get(reverse("releases:download_report", args=[approved.pk]))
+        report = json.loads(b"".join(report.streaming_content))
+        assert report["extract"]["sha256"] == approved.extract_sha256
+        assert [a["by"] for a in report["approvals"]] == ["officer"]
 
 
 def test_uploads_are_not_served_from_media_url(client, steward, dataset):

@@ -4,8 +4,9 @@ Models hold data and small invariants; the workflow itself lives in ``releases.s
 """
 
 from .audit import AuditEvent
-from .datasets import Dataset, DatasetColumn, Role
+from .datasets import RELEASED_ROLES, UNCHANGED_ROLES, Dataset, DatasetColumn, Role
 from .outbox import OutboxMessage
+from .package import ReleaseFile, Reproduction, TermsAcceptance
 from .privacy_budget import BudgetEntry, PrivacyBudget
 from .requests import EquivalenceClass, ReleaseRequest, ReleaseRound, Review
 
@@ -17,8 +18,13 @@ __all__ = [
     "EquivalenceClass",
     "OutboxMessage",
     "PrivacyBudget",
+    "RELEASED_ROLES",
+    "UNCHANGED_ROLES",
+    "ReleaseFile",
     "ReleaseRequest",
     "ReleaseRound",
+    "Reproduction",
     "Review",
     "Role",
+    "TermsAcceptance",
 ]

@@ -27,6 +27,15 @@ class AuditEvent(models.Model):
         DELETE = "delete", "Deleted dataset"
         BUDGET_SET = "budget_set", "Set privacy budget"
         BUDGET_SPEND = "budget_spend", "Spent privacy budget"
+        CANCEL = "cancel", "Cancelled"
+        RUN_CANCELLED = "run_cancelled", "Run stopped after cancellation"
+        RECIPIENTS = "recipients", "Named recipients"
+        TERMS_ACCEPTED = "terms_accepted", "Accepted the terms of use"
+        DOWNLOAD_REFUSED = "download_refused", "Download refused"
+        REVOKE = "revoke", "Revoked"
+        EXPIRE = "expire", "Expired"
+        REPRODUCE = "reproduce", "Asked for a reproduction"
+        REPRODUCED = "reproduced", "Reproduced"
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey(

@@ -7,12 +7,19 @@ from django.db import models
 
 
 class Role(models.TextChoices):
-    """A column's role in a release."""
+    """A column's role in a release. A column with no role yet ("") is withheld."""
 
     IDENTIFIER = "identifier", "Direct identifier (dropped)"
     QUASI_IDENTIFIER = "quasi", "Quasi-identifier (generalized)"
-    SENSITIVE = "sensitive", "Sensitive"
-    INSENSITIVE = "insensitive", "Insensitive (kept as is)"
+    SENSITIVE = "sensitive", "Sensitive (released as is, checked by l / t)"
+    INSENSITIVE = "insensitive", "Released as is"
+    WITHHELD = "withheld", "Withheld: not released"
+
+
+#: Roles whose column is in the extract; the other roles (and no role) keep it out.
+RELEASED_ROLES = frozenset({Role.QUASI_IDENTIFIER, Role.SENSITIVE, Role.INSENSITIVE})
+#: Roles whose column is in the extract with its values unchanged.
+UNCHANGED_ROLES = frozenset({Role.SENSITIVE, Role.INSENSITIVE})
 
 
 class Dataset(models.Model):
@@ -103,7 +110,8 @@ class DatasetColumn(models.Model):
     dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="columns")
     position = models.PositiveIntegerField()
     name = models.CharField(max_length=255)
-    role = models.CharField(max_length=16, choices=Role.choices, default=Role.INSENSITIVE)
+    # No role yet (""): the column is withheld, and no release can be requested until it has one.
+    role = models.CharField(max_length=16, choices=Role.choices, blank=True, default="")
     hierarchy_source = models.CharField(
         max_length=16, choices=HierarchySource.choices, default=HierarchySource.AUTOMATIC
     )
@@ -143,6 +151,10 @@ class DatasetColumn(models.Model):
     @property
     def unique_share(self) -> float:
         return float(self.profile.get("unique_share", 0.0))
+
+    @property
+    def role_label(self) -> str:
+        return Role(self.role).label if self.role else "No role yet (withheld)"
 
     @property
     def suggested_role_label(self) -> str:

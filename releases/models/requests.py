@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import hashlib
+
 from django.conf import settings
+from django.contrib.auth.models import Group
 from django.db import models
 from django.urls import reverse
 from django.utils import timezone
@@ -25,6 +28,9 @@ class ReleaseRequest(models.Model):
         FAILED = "failed", "Failed"
         APPROVED = "approved", "Approved"
         REJECTED = "rejected", "Rejected"
+        REVOKED = "revoked", "Revoked"
+        EXPIRED = "expired", "Expired"
+        CANCELLED = "cancelled", "Cancelled"
 
     class Algorithm(models.TextChoices):
         OPTIMAL = "optimal", "Optimal full-domain generalization"
@@ -42,8 +48,19 @@ class ReleaseRequest(models.Model):
 
     #: States in which nothing changes without a person acting (the page stops polling).
     SETTLED_STATES = frozenset(
-        {State.READY, State.CHANGES_REQUESTED, State.FAILED, State.APPROVED, State.REJECTED}
+        {
+            State.READY,
+            State.CHANGES_REQUESTED,
+            State.FAILED,
+            State.APPROVED,
+            State.REJECTED,
+            State.REVOKED,
+            State.EXPIRED,
+            State.CANCELLED,
+        }
     )
+    #: States of a release that was approved: its named recipients see it (and why it ended).
+    RELEASED_STATES = frozenset({State.APPROVED, State.REVOKED, State.EXPIRED})
 
     dataset = models.ForeignKey(Dataset, on_delete=models.PROTECT, related_name="requests")
     requested_by = models.ForeignKey(
@@ -77,6 +94,28 @@ class ReleaseRequest(models.Model):
     extract_sha256 = models.CharField(max_length=64, blank=True)
     summary = models.JSONField(default=dict, blank=True)
     decided_at = models.DateTimeField(null=True, blank=True)
+    #: Seed of the round's shuffle of released rows: a re-run with it writes the same bytes.
+    shuffle_seed = models.BigIntegerField(null=True, blank=True)
+    #: SHA-256 over the round's files ("format:sha256" lines, sorted): what reviewers approve.
+    package_sha256 = models.CharField(max_length=64, blank=True)
+    # Who receives the release: named users, and members of named groups.
+    recipients = models.ManyToManyField(
+        settings.AUTH_USER_MODEL, blank=True, related_name="named_releases"
+    )
+    recipient_groups = models.ManyToManyField(Group, blank=True, related_name="named_releases")
+    #: The data sharing agreement a recipient accepts before the first download.
+    terms = models.TextField(blank=True)
+    #: Last day the release can be downloaded (inclusive); empty: no expiry.
+    expires_at = models.DateField(null=True, blank=True)
+    revoked_at = models.DateTimeField(null=True, blank=True)
+    revoked_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL,
+        on_delete=models.PROTECT,
+        null=True,
+        blank=True,
+        related_name="revoked_releases",
+    )
+    revocation_reason = models.TextField(blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -86,6 +125,26 @@ class ReleaseRequest(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("releases:request_detail", args=[self.pk])
+
+    @property
+    def is_past_expiry(self) -> bool:
+        """The expiry date has passed (whether or not the state says so yet)."""
+        return self.expires_at is not None and timezone.localdate() > self.expires_at
+
+    @property
+    def effective_state(self) -> str:
+        """The state, with an approval whose expiry date has passed read as expired."""
+        if self.state == self.State.APPROVED and self.is_past_expiry:
+            return self.State.EXPIRED
+        return self.state
+
+    @property
+    def effective_state_label(self) -> str:
+        return self.State(self.effective_state).label
+
+    @property
+    def terms_sha256(self) -> str:
+        return hashlib.sha256(self.terms.encode("utf-8")).hexdigest()
 
     @property
     def is_settled(self) -> bool:
@@ -156,6 +215,8 @@ class Review(models.Model):
     decision = models.CharField(max_length=16, choices=Decision.choices)
     comment = models.TextField(blank=True)
     extract_sha256 = models.CharField(max_length=64)
+    #: The package (every downloadable file) the reviewer saw; an approval counts for it only.
+    package_sha256 = models.CharField(max_length=64, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

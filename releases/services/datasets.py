@@ -9,18 +9,19 @@ changes after that: a new file makes a new dataset.
 from __future__ import annotations
 
 import hashlib
+from dataclasses import dataclass
 from pathlib import PurePath
 
 import pandas as pd
 from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
-from django.db.models import Count, Q, QuerySet
 from django.http import Http404
 
 from ..engine import Hierarchy, HierarchyError, tabular
+from ..engine.export import neutralise_formulas
 from ..engine.risk import class_sizes_of, risk_summary
-from ..models import AuditEvent, Dataset, DatasetColumn, ReleaseRequest, Role
+from ..models import AuditEvent, Dataset, DatasetColumn, ReleaseFile, ReleaseRequest, Role
 from ..models.datasets import ColumnType, DateOrder
 from . import InvalidInput, audit, column_store, dispatch, hierarchies, profiling, roles, storage
 
@@ -37,21 +38,6 @@ def limit_message() -> str:
     else:
         shown = f"{limit} bytes"
     return f"The file is larger than the {shown} limit (MAX_UPLOAD_BYTES)."
-
-
-def datasets_for(user) -> QuerySet[Dataset]:
-    """The datasets a steward owns, newest first, with their request counts."""
-    roles.require(user, roles.STEWARDS, "see datasets")
-    return (
-        Dataset.objects.filter(owner=user)
-        .annotate(
-            request_count=Count("requests", distinct=True),
-            quasi_count=Count(
-                "columns", filter=Q(columns__role=Role.QUASI_IDENTIFIER), distinct=True
-            ),
-        )
-        .order_by("-created_at", "-id")
-    )  # aggregation drops Meta.ordering
 
 
 def get_dataset_for(user, dataset_id: int) -> Dataset:
@@ -74,6 +60,21 @@ def ensure_ready(dataset: Dataset) -> None:
 
 
 # --- Upload -------------------------------------------------------------------------------
+
+
+def refuse_oversized_upload(user, content_length: int) -> str:
+    """An upload whose request is larger than the limit, refused before its body is read:
+    audited; returns the message for the page."""
+    roles.require(user, roles.STEWARDS, "upload datasets")
+    message = limit_message()
+    audit.record(
+        AuditEvent.Action.UPLOAD_REJECTED,
+        user,
+        filename="",
+        reason=message,
+        content_length=content_length,
+    )
+    return message
 
 
 def _store_stream(uploaded: UploadedFile, suffix: str) -> tuple[str, str, int, bytes]:
@@ -175,7 +176,8 @@ def delete_dataset(user, dataset: Dataset) -> None:
     """Delete a dataset with no approved release; its audit events stay, naming it."""
     dataset = get_dataset_for(user, dataset.pk)
     states = set(dataset.requests.values_list("state", flat=True))
-    if ReleaseRequest.State.APPROVED in states:
+    if states & ReleaseRequest.RELEASED_STATES:
+        # A release that went out (even revoked or expired since) keeps its record and report.
         raise InvalidInput("This dataset has an approved release and cannot be deleted.")
     busy = states & {
         ReleaseRequest.State.QUEUED,
@@ -187,7 +189,11 @@ def delete_dataset(user, dataset: Dataset) -> None:
             "This dataset has a release request that is queued, running or waiting for review; "
             "wait for its decision before deleting the dataset."
         )
-    paths = [dataset.file_path] + list(dataset.requests.values_list("extract_path", flat=True))
+    paths = [
+        dataset.file_path,
+        *dataset.requests.values_list("extract_path", flat=True),
+        *ReleaseFile.objects.filter(request__dataset=dataset).values_list("path", flat=True),
+    ]
     with transaction.atomic():
         audit.record(
             AuditEvent.Action.DELETE,
@@ -226,11 +232,12 @@ def _tagging_event(user, dataset: Dataset, column: DatasetColumn | None, **detai
 
 
 def set_column_role(user, dataset: Dataset, column_id: int, role: str) -> DatasetColumn:
-    """Change one column's role (identifier, quasi-identifier, sensitive or insensitive)."""
+    """Change one column's role; "" takes the decision back (the column is withheld and no
+    release can be requested until it has a role)."""
     dataset = get_dataset_for(user, dataset.pk)
     ensure_ready(dataset)
     column = _column(dataset, column_id)
-    if role not in Role.values:
+    if role not in Role.values and role != "":
         raise InvalidInput(f"Unknown role {role!r}.")
     if column.role != role:
         previous = column.role
@@ -239,6 +246,60 @@ def set_column_role(user, dataset: Dataset, column_id: int, role: str) -> Datase
             column.save(update_fields=["role"])
             _tagging_event(user, dataset, column, role=role, previous_role=previous)
     return column
+
+
+@dataclass(frozen=True)
+class ColumnChange:
+    """One column's fields from the tagging form: a role, a hierarchy file, the automatic
+    hierarchy, or a builder with its parameters (each optional)."""
+
+    column_id: int
+    role: str | None = None
+    hierarchy_file: UploadedFile | None = None
+    automatic: bool = False
+    builder: str = ""
+    builder_params: dict | None = None
+    builder_error: str = ""
+
+
+def save_tagging(user, dataset: Dataset, changes: list[ColumnChange]) -> None:
+    """Apply the whole tagging form in one transaction: every change, or none.
+
+    Raises ``InvalidInput`` naming each column that could not be changed; nothing is saved
+    then (not even the columns that were fine)."""
+    dataset = get_dataset_for(user, dataset.pk)
+    ensure_ready(dataset)
+    errors: list[str] = []
+    with transaction.atomic():
+        for change in changes:
+            column = _column(dataset, change.column_id)
+            try:
+                if change.role is not None:
+                    column = set_column_role(user, dataset, column.pk, change.role)
+                if change.hierarchy_file is not None:
+                    set_hierarchy_file(user, dataset, column.pk, change.hierarchy_file)
+                elif change.automatic:
+                    use_automatic_hierarchy(user, dataset, column.pk)
+                elif change.builder_error:
+                    raise InvalidInput(change.builder_error)
+                elif (
+                    column.role == Role.QUASI_IDENTIFIER
+                    and change.builder
+                    and change.builder != DatasetColumn.HierarchySource.UPLOADED
+                ):
+                    column.refresh_from_db()
+                    params = change.builder_params or {}
+                    if (change.builder, params) != (
+                        column.hierarchy_source,
+                        column.hierarchy_params or {},
+                    ):
+                        set_hierarchy_builder(user, dataset, column.pk, change.builder, params)
+            except InvalidInput as exc:
+                errors.append(f"{column.name}: {exc}")
+        if errors:
+            transaction.set_rollback(True)
+    if errors:
+        raise InvalidInput("Nothing was saved. " + " ".join(errors))
 
 
 def accept_suggestions(user, dataset: Dataset) -> int:
@@ -386,14 +447,17 @@ def use_automatic_hierarchy(user, dataset: Dataset, column_id: int) -> DatasetCo
     return column
 
 
-def hierarchy_download(user, dataset_id: int, column_id: int) -> tuple[str, str]:
-    """(filename, ARX text) of a column's hierarchy, for its owner only."""
+def hierarchy_download(user, dataset_id: int, column_id: int) -> tuple[str, bytes]:
+    """(filename, ARX-format CSV bytes) of a column's hierarchy, for its owner only; cells that
+    a spreadsheet would run as formulas are neutralised."""
     dataset = get_dataset_for(user, dataset_id)
     ensure_ready(dataset)
     column = _column(dataset, column_id)
     hierarchy = current_hierarchy(dataset, column)
     safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in column.name)
-    return f"hierarchy_{safe}.csv", hierarchy.to_arx_csv()
+    table = neutralise_formulas(pd.DataFrame([list(row) for row in hierarchy.rows], dtype=object))
+    text = table.to_csv(sep=";", header=False, index=False, lineterminator="\n")
+    return f"hierarchy_{safe}.csv", text.encode("utf-8")
 
 
 # --- Risk before release ------------------------------------------------------------------

@@ -1,4 +1,11 @@
-"""Downloads of approved extracts and their release reports: checked and logged."""
+"""Downloads of approved releases and their reports: checked, then logged.
+
+A download is allowed by the lifecycle (``check_download``: a named recipient or the
+requester, an approved release not expired or revoked, its terms accepted). The stored file is
+then read once to check it is still the bytes approved; only then is the download logged and
+the file streamed (by the view, never read into memory). A missing or changed file is refused
+with a clear reason and the refusal is logged too.
+"""
 
 from __future__ import annotations
 
@@ -7,98 +14,143 @@ import logging
 from dataclasses import dataclass
 from pathlib import PurePath
 
-from django.core.exceptions import PermissionDenied
+from django.http import Http404
 
-from ..models import AuditEvent, ReleaseRequest, Review
-from . import audit, roles, storage
-from .release import get_request_for
+from ..models import AuditEvent, ReleaseFile, ReleaseRequest
+from ..selectors import get_request_for, round_files
+from . import InvalidInput, audit, lifecycle, package, report, sharing, storage
 
 logger = logging.getLogger(__name__)
 
+State = ReleaseRequest.State
+GONE = 410
+CONFLICT = 409
+
+
+class DownloadUnavailable(Exception):
+    """The release or its file cannot be served; ``status`` is the HTTP status to answer."""
+
+    def __init__(self, message: str, status: int = CONFLICT) -> None:
+        super().__init__(message)
+        self.status = status
+
 
 @dataclass(frozen=True)
-class Download:
+class PreparedDownload:
+    """A checked file, ready to stream: its storage name, and what to call it."""
+
+    path: str
     filename: str
-    content: bytes
     content_type: str
+    sha256: str
+    size_bytes: int
 
 
-class ExtractTampered(Exception):
-    """The stored extract's bytes no longer match the SHA-256 that was reviewed."""
+def filename_stem(release_request: ReleaseRequest) -> str:
+    stem = PurePath(release_request.dataset.original_filename).stem or "dataset"
+    safe = "".join(ch if ch.isalnum() or ch in "-_." else "_" for ch in stem)
+    return f"{safe}-release-{release_request.pk}"
 
 
-def can_download(user, release_request: ReleaseRequest) -> bool:
-    return release_request.state == ReleaseRequest.State.APPROVED and (
-        release_request.requested_by_id == user.pk or roles.is_recipient(user)
+def _refuse(user, release_request: ReleaseRequest, file: str, reason: str, status: int):
+    audit.record(
+        AuditEvent.Action.DOWNLOAD_REFUSED,
+        user,
+        request=release_request,
+        file=file,
+        reason=reason,
+    )
+    raise DownloadUnavailable(reason, status)
+
+
+def _check_allowed(user, release_request: ReleaseRequest, file: str) -> None:
+    refused = lifecycle.refusal("download", user, release_request)
+    if refused is None:
+        return
+    exception, reason = refused
+    if exception is InvalidInput and release_request.effective_state in (
+        State.REVOKED,
+        State.EXPIRED,
+    ):
+        if release_request.state == State.APPROVED:
+            sharing.expire_due()  # the date has passed: write the state it is read as
+        _refuse(user, release_request, file, reason, GONE)
+    raise exception(reason)
+
+
+def _problem(stored: ReleaseFile) -> tuple[str, int] | None:
+    """Why a stored file cannot be served (missing, or not the approved bytes)."""
+    label = stored.get_format_display()
+    if not storage.exists(stored.path):
+        return f"The {label} file of this release is missing from storage.", GONE
+    if storage.sha256_of(stored.path) != stored.sha256:
+        logger.error("%s of request %s does not match its SHA-256", label, stored.request_id)
+        return (
+            f"The stored {label} file no longer matches the approved SHA-256; it is not served.",
+            CONFLICT,
+        )
+    return None
+
+
+def _package_matches(release_request: ReleaseRequest, files: list[ReleaseFile]) -> bool:
+    return bool(files) and (
+        package.package_digest({f.format: f.sha256 for f in files})
+        == release_request.package_sha256
     )
 
 
-def _approved_for(user, request_id: int) -> ReleaseRequest:
+def open_download(user, request_id: int, fmt: str) -> PreparedDownload:
+    """Check and log one download of the release's ``fmt`` file; the caller streams it."""
     release_request = get_request_for(user, request_id)
-    if release_request.state != ReleaseRequest.State.APPROVED:
-        raise PermissionDenied("Only an approved release can be downloaded.")
-    if not can_download(user, release_request):
-        raise PermissionDenied("Only the requester and recipients can download a release.")
-    return release_request
-
-
-def _stem(filename: str) -> str:
-    return PurePath(filename).stem or "dataset"
-
-
-def download_extract(user, request_id: int) -> Download:
-    """The approved extract, exactly the bytes that were reviewed; the download is logged."""
-    release_request = _approved_for(user, request_id)
-    content = storage.read_bytes(release_request.extract_path)
-    if storage.sha256_hex(content) != release_request.extract_sha256:
-        logger.error("Extract of request %s does not match its SHA-256", release_request.pk)
-        raise ExtractTampered("The stored extract does not match the reviewed one.")
+    _check_allowed(user, release_request, fmt)
+    files = round_files(release_request)
+    stored = next((f for f in files if f.format == fmt), None)
+    if stored is None:
+        reason = release_request.summary.get("xlsx_refusal") if fmt == "xlsx" else ""
+        raise Http404(reason or "This release has no such file.")
+    if not _package_matches(release_request, files):
+        _refuse(user, release_request, fmt, "The files no longer match the approved package.", 409)
+    problem = _problem(stored)
+    if problem is not None:
+        _refuse(user, release_request, fmt, *problem)
     audit.record(
         AuditEvent.Action.DOWNLOAD,
         user,
         request=release_request,
-        file="extract",
-        sha256=release_request.extract_sha256,
+        file=fmt,
+        sha256=stored.sha256,
+        size_bytes=stored.size_bytes,
     )
-    stem = _stem(release_request.dataset.original_filename)
-    return Download(f"{stem}-release-{release_request.pk}.csv", content, "text/csv; charset=utf-8")
+    suffix = package.SUFFIXES[fmt]
+    return PreparedDownload(
+        stored.path,
+        f"{filename_stem(release_request)}{suffix}",
+        stored.content_type,
+        stored.sha256,
+        stored.size_bytes,
+    )
 
 
-def release_report(release_request: ReleaseRequest) -> dict:
-    """What a recipient should know about an approved extract."""
-    summary = dict(release_request.summary)
-    for bulky in ("distributions", "sample", "examples"):
-        summary.pop(bulky, None)
-    approvals = release_request.reviews.filter(
-        round=release_request.round,
-        decision=Review.Decision.APPROVE,
-        extract_sha256=release_request.extract_sha256,
-    ).select_related("reviewer")
-    return {
-        "release": release_request.pk,
-        "round": release_request.round,
-        "dataset": release_request.dataset.name,
-        "dataset_sha256": release_request.dataset.sha256,
-        "extract_sha256": release_request.extract_sha256,
-        "requested_by": release_request.requested_by.get_username(),
-        "approved_by": [r.reviewer.get_username() for r in approvals],
-        "approved_at": release_request.decided_at.isoformat()
-        if release_request.decided_at
-        else None,
-        "privacy_model": release_request.model_description,
-        "algorithm": release_request.algorithm,
-        "identifiers_dropped": release_request.config.get("identifiers", []),
-        "quasi_identifiers": [
-            q["name"] for q in release_request.config.get("quasi_identifiers", [])
-        ],
-        "sensitive": release_request.config.get("sensitive", []),
-        "summary": summary,
-    }
+def verified_report(user, request_id: int) -> tuple[ReleaseRequest, dict]:
+    """The release report for ``user``'s audience, once every file has been checked."""
+    release_request = get_request_for(user, request_id)
+    if not release_request.summary:
+        raise Http404("This request has no result yet.")
+    files = round_files(release_request)
+    if files and not _package_matches(release_request, files):
+        _refuse(
+            user, release_request, "report", "The files no longer match the approved package.", 409
+        )
+    for stored in files:
+        problem = _problem(stored)
+        if problem is not None:
+            _refuse(user, release_request, "report", *problem)
+    return release_request, report.build(release_request, report.audience_of(user, release_request))
 
 
-def download_report(user, request_id: int) -> Download:
-    release_request = _approved_for(user, request_id)
+def download_report(user, request_id: int) -> tuple[str, bytes]:
+    """(filename, JSON bytes) of the release report; logged."""
+    release_request, content = verified_report(user, request_id)
     audit.record(AuditEvent.Action.DOWNLOAD, user, request=release_request, file="report")
-    content = json.dumps(release_report(release_request), indent=2).encode("utf-8")
-    stem = _stem(release_request.dataset.original_filename)
-    return Download(f"{stem}-release-{release_request.pk}-report.json", content, "application/json")
+    data = json.dumps(content, indent=2, ensure_ascii=False).encode("utf-8")
+    return f"{filename_stem(release_request)}-report.json", data

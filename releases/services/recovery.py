@@ -16,7 +16,7 @@ from django.db.models import Q
 from django.utils import timezone
 
 from ..models import AuditEvent, Dataset, EquivalenceClass, ReleaseRequest
-from . import audit, profiling
+from . import audit, lifecycle, profiling
 
 logger = logging.getLogger(__name__)
 
@@ -37,15 +37,14 @@ def fail_stale_work(older_than: timedelta | None = None) -> tuple[int, int]:
     cutoff = timezone.now() - older_than
     silent = Q(heartbeat_at__lt=cutoff) | Q(heartbeat_at__isnull=True)
     runs = 0
-    for release_request in ReleaseRequest.objects.filter(
-        silent, state=ReleaseRequest.State.RUNNING
-    ):
+    running = lifecycle.sources("fail_run")
+    for release_request in ReleaseRequest.objects.filter(silent, state__in=running):
         with transaction.atomic():
             # Conditional update: a run that wrote a heartbeat meanwhile is left alone.
             if not ReleaseRequest.objects.filter(
-                silent, pk=release_request.pk, state=ReleaseRequest.State.RUNNING
+                silent, pk=release_request.pk, state=release_request.state
             ).update(
-                state=ReleaseRequest.State.FAILED,
+                state=lifecycle.target(release_request.state, "fail_run"),
                 error=RUN_LOST,
                 stage="Failed",
                 finished_at=timezone.now(),

@@ -1,31 +1,39 @@
-"""Release requests: making one, resubmitting it, and running it (the worker's body)."""
+"""Release requests: making one, resubmitting or cancelling it, and running it (the worker's body).
+
+Every change of state goes through :mod:`releases.services.lifecycle`, which says who may do it
+and from which state.
+"""
 
 from __future__ import annotations
 
-import io
+import datetime
 import logging
 import math
+import tempfile
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
 
 import pandas as pd
-from django.core.exceptions import PermissionDenied
+from django.conf import settings
+from django.contrib.auth.models import Group
 from django.db import transaction
-from django.db.models import Q, QuerySet
 from django.http import Http404
 from django.utils import timezone
 
 from ..engine import AnonymizationConfig, EngineError, Hierarchy, PrivacyModel, anonymize
-from ..engine.export import neutralise_formulas
 from ..models import (
+    RELEASED_ROLES,
+    UNCHANGED_ROLES,
     AuditEvent,
     Dataset,
     EquivalenceClass,
+    ReleaseFile,
     ReleaseRequest,
     ReleaseRound,
     Role,
 )
-from . import InvalidInput, audit, datasets, dispatch, roles, storage
+from . import InvalidInput, audit, datasets, dispatch, lifecycle, package, roles, storage
 
 logger = logging.getLogger(__name__)
 
@@ -34,6 +42,8 @@ PROGRESS_INTERVAL_SECONDS = 0.5
 SAMPLE_ROWS = 12
 #: A class within this share of the t threshold, or exactly at k or l, "only just passes".
 T_BORDERLINE_SHARE = 0.9
+#: Groups a release cannot be shared with: they are roles inside the trust boundary.
+STAFF_GROUPS = (roles.STEWARDS, roles.OFFICERS)
 
 
 @dataclass(frozen=True)
@@ -74,19 +84,91 @@ class ReleaseParameters:
         )
 
 
+@dataclass(frozen=True)
+class Sharing:
+    """Who receives a release and on which terms: named recipients and groups, the data sharing
+    agreement they accept before downloading (the site's default when ``None``), and the last
+    day it can be downloaded."""
+
+    recipients: list = field(default_factory=list)
+    recipient_groups: list = field(default_factory=list)
+    terms: str | None = None
+    expires_at: datetime.date | None = None
+
+
+def default_terms() -> str:
+    return settings.DEFAULT_DATA_SHARING_TERMS
+
+
+def validate_sharing(sharing: Sharing) -> None:
+    """Recipients must hold the recipient role; no staff group; an expiry date not past."""
+    for user in sharing.recipients:
+        if not roles.is_recipient(user):
+            raise InvalidInput(
+                f"{user.get_username()} is not a recipient: only members of "
+                f"{roles.RECIPIENTS} can be named on a release."
+            )
+    for group in sharing.recipient_groups:
+        if group.name in STAFF_GROUPS:
+            raise InvalidInput(f"A release cannot be shared with the group {group.name}.")
+    if sharing.expires_at is not None and sharing.expires_at < timezone.localdate():
+        raise InvalidInput("The expiry date has passed: choose today or a later day.")
+    if sharing.terms is not None and not sharing.terms.strip():
+        raise InvalidInput("Write the terms of use recipients accept, or keep the default.")
+
+
+def recipient_choices():
+    """Users who can be named on a release."""
+    from django.contrib.auth import get_user_model
+
+    return (
+        get_user_model()
+        .objects.filter(groups__name=roles.RECIPIENTS, is_active=True)
+        .order_by("username")
+        .distinct()
+    )
+
+
+def recipient_group_choices():
+    """Groups a release can be shared with (not the staff roles)."""
+    return Group.objects.exclude(name__in=STAFF_GROUPS).order_by("name")
+
+
 # --- Making and resubmitting a request -------------------------------------------------------
 
 
-def tagging_snapshot(dataset: Dataset) -> dict:
-    """The column roles and hierarchies as they are now, frozen into the request's round."""
+def tagging_snapshot(dataset: Dataset, justifications: dict[str, str] | None = None) -> dict:
+    """The column roles and hierarchies as they are now, frozen into the request's round.
+
+    ``roles`` records every column's role ("" for none); ``released`` lists the extract's
+    columns in the dataset's order. Only quasi-identifiers, sensitive and "released as is"
+    columns are released; identifiers, withheld columns and columns without a role are not.
+    """
+    justifications = {k: (v or "").strip() for k, v in (justifications or {}).items()}
     snapshot: dict = {
         "identifiers": [],
         "quasi_identifiers": [],
         "sensitive": [],
         "sensitive_hierarchies": {},
         "insensitive": [],
+        "withheld": [],
+        "unroled": [],
+        "released": [],
+        "roles": {},
+        "types": {},
+        "suggested": {},
+        "justifications": {},
     }
     for column in dataset.columns.all():
+        snapshot["roles"][column.name] = column.role
+        snapshot["types"][column.name] = column.column_type
+        if column.suggested_role:
+            snapshot["suggested"][column.name] = {
+                "role": column.suggested_role,
+                "reason": column.suggestion_reason,
+            }
+        if column.role in RELEASED_ROLES:
+            snapshot["released"].append(column.name)
         if column.role == Role.QUASI_IDENTIFIER:
             snapshot["quasi_identifiers"].append(
                 {
@@ -102,12 +184,51 @@ def tagging_snapshot(dataset: Dataset) -> dict:
             snapshot["sensitive"].append(column.name)
             if column.hierarchy_text:
                 snapshot["sensitive_hierarchies"][column.name] = column.hierarchy_text
-        else:
+        elif column.role == Role.INSENSITIVE:
             snapshot["insensitive"].append(column.name)
+        elif column.role == Role.WITHHELD:
+            snapshot["withheld"].append(column.name)
+        else:
+            snapshot["unroled"].append(column.name)
+        if (
+            column.role in UNCHANGED_ROLES
+            and column.suggested_role == Role.IDENTIFIER
+            and justifications.get(column.name)
+        ):
+            snapshot["justifications"][column.name] = justifications[column.name]
     return snapshot
 
 
+def identifiers_released_unchanged(dataset: Dataset) -> list:
+    """Columns suggested as direct identifiers that the tagging releases as they are: each
+    needs a written justification on the request."""
+    return [
+        c
+        for c in dataset.columns.all()
+        if c.suggested_role == Role.IDENTIFIER and c.role in UNCHANGED_ROLES
+    ]
+
+
 def _validate(params: ReleaseParameters, dataset: Dataset, snapshot: dict) -> None:
+    if snapshot.get("unroled"):
+        names = ", ".join(snapshot["unroled"])
+        raise InvalidInput(
+            "Give every column a role before requesting a release: nothing leaves without a "
+            f"decision. No role yet: {names}."
+        )
+    unjustified = [
+        name
+        for name in snapshot.get("released", [])
+        if snapshot["suggested"].get(name, {}).get("role") == Role.IDENTIFIER
+        and snapshot["roles"].get(name) in UNCHANGED_ROLES
+        and not snapshot["justifications"].get(name)
+    ]
+    if unjustified:
+        raise InvalidInput(
+            "These columns look like direct identifiers and would be released as they are: "
+            f"{', '.join(unjustified)}. Drop or withhold them, or write why each must be "
+            "released unchanged."
+        )
     if not isinstance(params.k, int) or params.k < 1:
         raise InvalidInput("k must be a whole number of at least 1.")
     if params.k > dataset.row_count:
@@ -139,20 +260,33 @@ def _validate(params: ReleaseParameters, dataset: Dataset, snapshot: dict) -> No
         raise InvalidInput(str(exc)) from None
 
 
-def request_release(user, dataset: Dataset, params: ReleaseParameters) -> ReleaseRequest:
+def request_release(
+    user,
+    dataset: Dataset,
+    params: ReleaseParameters,
+    sharing: Sharing | None = None,
+    justifications: dict[str, str] | None = None,
+) -> ReleaseRequest:
     """Save a release request and enqueue its run once the transaction has committed."""
     dataset = datasets.get_dataset_for(user, dataset.pk)
     datasets.ensure_ready(dataset)
-    snapshot = tagging_snapshot(dataset)
+    sharing = sharing or Sharing()
+    snapshot = tagging_snapshot(dataset, justifications)
     _validate(params, dataset, snapshot)
+    validate_sharing(sharing)
     with transaction.atomic():
         release_request = ReleaseRequest.objects.create(
             dataset=dataset,
             requested_by=user,
             config=snapshot,
             stage="Waiting for a worker",
+            shuffle_seed=package.new_seed(),
+            terms=(sharing.terms if sharing.terms is not None else default_terms()).strip(),
+            expires_at=sharing.expires_at,
             **asdict(params),
         )
+        release_request.recipients.set(sharing.recipients)
+        release_request.recipient_groups.set(sharing.recipient_groups)
         audit.record(
             AuditEvent.Action.REQUEST,
             user,
@@ -160,43 +294,60 @@ def request_release(user, dataset: Dataset, params: ReleaseParameters) -> Releas
             model=release_request.model_description,
             algorithm=params.algorithm,
             quasi_identifiers=[q["name"] for q in snapshot["quasi_identifiers"]],
+            released_as_is=[*snapshot["sensitive"], *snapshot["insensitive"]],
+            withheld=snapshot["withheld"],
+            justifications=snapshot["justifications"],
+            recipients=[u.get_username() for u in sharing.recipients],
+            recipient_groups=[g.name for g in sharing.recipient_groups],
+            expires_at=sharing.expires_at.isoformat() if sharing.expires_at else None,
         )
         dispatch.enqueue("releases.run_release", release_request.pk)
     return release_request
 
 
-def resubmit(user, request_id: int, params: ReleaseParameters, response: str) -> ReleaseRequest:
-    """Answer a "changes requested" (or a failed run) and start a new round."""
+def _locked(request_id: int) -> ReleaseRequest:
+    try:
+        return (
+            ReleaseRequest.objects.select_for_update().select_related("dataset").get(pk=request_id)
+        )
+    except ReleaseRequest.DoesNotExist:
+        raise Http404("No such release request.") from None
+
+
+def _round_files(release_request: ReleaseRequest):
+    return release_request.files.filter(round=release_request.round)
+
+
+def resubmit(
+    user,
+    request_id: int,
+    params: ReleaseParameters,
+    response: str,
+    justifications: dict[str, str] | None = None,
+) -> ReleaseRequest:
+    """Answer a "changes requested" (or a failed or cancelled run) and start a new round."""
     response = (response or "").strip()
-    if not response:
-        raise InvalidInput("Answer the reviewers' comments before resubmitting.")
     with transaction.atomic():
-        try:
-            release_request = (
-                ReleaseRequest.objects.select_for_update()
-                .select_related("dataset")
-                .get(pk=request_id)
-            )
-        except ReleaseRequest.DoesNotExist:
-            raise Http404("No such release request.") from None
-        if release_request.requested_by_id != user.pk:
-            if not visible_requests(user).filter(pk=request_id).exists():
-                raise Http404("No such release request.")
-            raise PermissionDenied("Only the requester can resubmit a release request.")
-        if release_request.state not in (State.CHANGES_REQUESTED, State.FAILED):
-            raise InvalidInput(
-                f"This request is {release_request.get_state_display().lower()}; only a request "
-                "with changes requested, or whose run failed, can be resubmitted."
-            )
+        release_request = _locked(request_id)
+        lifecycle.check_resubmit(user, release_request)
+        if not response:
+            raise InvalidInput("Answer the reviewers' comments before resubmitting.")
         dataset = datasets.get_dataset_for(user, release_request.dataset_id)
-        snapshot = tagging_snapshot(dataset)
+        snapshot = tagging_snapshot(dataset, justifications)
         _validate(params, dataset, snapshot)
+        old_files = list(_round_files(release_request))
         ReleaseRound.objects.create(
             request=release_request,
             number=release_request.round,
             parameters={
                 **asdict(ReleaseParameters.of(release_request)),
                 "config": release_request.config,
+                "shuffle_seed": release_request.shuffle_seed,
+                "package_sha256": release_request.package_sha256,
+                "files": [
+                    {"format": f.format, "sha256": f.sha256, "size_bytes": f.size_bytes}
+                    for f in old_files
+                ],
             },
             outcome=release_request.state,
             summary=release_request.summary,
@@ -205,19 +356,24 @@ def resubmit(user, request_id: int, params: ReleaseParameters, response: str) ->
             submitted_at=release_request.submitted_at,
             response=response,
         )
-        old_extract = release_request.extract_path
         EquivalenceClass.objects.filter(request=release_request).delete()
-        for field, value in asdict(params).items():
-            setattr(release_request, field, value)
+        # The previous round's files can never be downloaded: their rows go now, the files
+        # once committed.
+        old_paths = [f.path for f in old_files] + [release_request.extract_path]
+        ReleaseFile.objects.filter(pk__in=[f.pk for f in old_files]).delete()
+        for name, value in asdict(params).items():
+            setattr(release_request, name, value)
         release_request.round += 1
         release_request.config = snapshot
-        release_request.state = State.QUEUED
+        release_request.state = lifecycle.target(release_request.state, "resubmit")
         release_request.progress = 0.0
         release_request.stage = "Waiting for a worker"
         release_request.error = ""
         release_request.summary = {}
         release_request.extract_path = ""
         release_request.extract_sha256 = ""
+        release_request.package_sha256 = ""
+        release_request.shuffle_seed = package.new_seed()
         release_request.submitted_at = timezone.now()
         release_request.started_at = None
         release_request.heartbeat_at = None
@@ -230,20 +386,58 @@ def resubmit(user, request_id: int, params: ReleaseParameters, response: str) ->
             round=release_request.round,
             comment=response,
             model=release_request.model_description,
+            justifications=snapshot["justifications"],
         )
-        # The previous round's extract can never be downloaded: remove it once committed.
-        transaction.on_commit(lambda: storage.delete_quietly(old_extract))
+        transaction.on_commit(lambda: [storage.delete_quietly(p) for p in old_paths])
         dispatch.enqueue("releases.run_release", release_request.pk)
+    return release_request
+
+
+def cancel(user, request_id: int, reason: str = "") -> ReleaseRequest:
+    """Stop a queued or running request: a running one stops at its next progress report."""
+    with transaction.atomic():
+        release_request = _locked(request_id)
+        transition = lifecycle.check_cancel(user, release_request)
+        was = release_request.state
+        release_request.state = transition.target
+        release_request.stage = "Cancelled"
+        release_request.finished_at = timezone.now()
+        release_request.save(update_fields=["state", "stage", "finished_at"])
+        audit.record(
+            AuditEvent.Action.CANCEL,
+            user,
+            request=release_request,
+            round=release_request.round,
+            was=was,
+            reason=(reason or "").strip(),
+        )
     return release_request
 
 
 # --- Running a request (called by the Celery task) ---------------------------------------------
 
 
+class RunCancelled(Exception):
+    """The request left the running state while the worker was on it (it was cancelled)."""
+
+
+def released_columns(snapshot: dict, frame: pd.DataFrame) -> list[str]:
+    """The extract's columns, in the dataset's order.
+
+    Snapshots made before every column had an explicit role list no ``released`` columns:
+    for those, every column but the identifiers (what was released then)."""
+    if "released" in snapshot:
+        return [c for c in frame.columns if c in set(snapshot["released"])]
+    return [c for c in frame.columns if c not in set(snapshot["identifiers"])]
+
+
 def engine_config(
     snapshot: dict, params: ReleaseParameters, frame: pd.DataFrame
 ) -> AnonymizationConfig:
-    """The engine's configuration for a round: stored hierarchies, or automatic ones."""
+    """The engine's configuration for a round: stored hierarchies, or automatic ones.
+
+    ``frame`` holds the released columns only: identifiers and withheld columns never reach
+    the engine, so nothing the steward did not decide on can leave."""
     hierarchies: dict[str, Hierarchy] = {}
     for qi in snapshot["quasi_identifiers"]:
         name = qi["name"]
@@ -260,14 +454,38 @@ def engine_config(
         quasi_identifiers=hierarchies,
         model=params.privacy_model(),
         sensitive=list(snapshot["sensitive"]),
-        identifiers=list(snapshot["identifiers"]),
+        identifiers=[c for c in snapshot["identifiers"] if c in frame.columns],
         sensitive_hierarchies=sensitive_hierarchies,
         algorithm=params.algorithm,
     )
 
 
+@dataclass
+class BuiltRelease:
+    """A round's result: the engine's, with the released rows in their shuffled order."""
+
+    result: object
+    config: AnonymizationConfig
+    data: pd.DataFrame
+    source_rows: list[int]
+
+
+def build_release(
+    frame: pd.DataFrame, snapshot: dict, params: ReleaseParameters, seed: int, progress=None
+) -> BuiltRelease:
+    """Anonymize the released columns of ``frame`` and shuffle the rows with ``seed``."""
+    released = frame[released_columns(snapshot, frame)]
+    config = engine_config(snapshot, params, released)
+    result = anonymize(released, config, progress=progress)
+    order = package.shuffle(result.data, seed)
+    data = result.data.iloc[order].reset_index(drop=True)
+    source = [int(result.source_rows[i]) for i in order]
+    return BuiltRelease(result, config, data, source)
+
+
 class _ProgressReporter:
-    """Writes the engine's progress to the request row, at most twice a second."""
+    """Writes the engine's progress to the request row, at most twice a second; stops the run
+    when the request is no longer running (cancelled)."""
 
     def __init__(self, request_id: int) -> None:
         self.request_id = request_id
@@ -279,29 +497,51 @@ class _ProgressReporter:
             return
         self.last = now
         # The search spans 10%..90%: loading comes before it, writing after.
-        ReleaseRequest.objects.filter(pk=self.request_id).update(
-            progress=0.1 + 0.8 * max(0.0, min(1.0, fraction)),
-            stage=stage[:200].capitalize(),
-            heartbeat_at=timezone.now(),
+        _set_progress(
+            self.request_id, 0.1 + 0.8 * max(0.0, min(1.0, fraction)), stage[:200].capitalize()
         )
 
 
 def _set_progress(request_id: int, fraction: float, stage: str) -> None:
-    ReleaseRequest.objects.filter(pk=request_id).update(
+    still_running = ReleaseRequest.objects.filter(pk=request_id, state=State.RUNNING).update(
         progress=fraction, stage=stage, heartbeat_at=timezone.now()
     )
+    if not still_running:
+        raise RunCancelled()
+
+
+def _store_package(release_request: ReleaseRequest, data: pd.DataFrame) -> list[ReleaseFile]:
+    """Write every format to a local temporary folder, then into private storage."""
+    files = []
+    try:
+        with tempfile.TemporaryDirectory(dir=settings.FILE_UPLOAD_TEMP_DIR) as folder:
+            for fmt, path in package.write_files(data, Path(folder)).items():
+                files.append(
+                    ReleaseFile(
+                        request=release_request,
+                        round=release_request.round,
+                        format=fmt,
+                        sha256=package.sha256_file(path),
+                        size_bytes=path.stat().st_size,
+                        path=storage.save_file("extracts", package.SUFFIXES[fmt], path),
+                    )
+                )
+    except BaseException:
+        for stored in files:
+            storage.delete_quietly(stored.path)
+        raise
+    return files
 
 
 def run_release(request_id: int) -> None:
-    """Anonymize a queued request: write its extract, summary and equivalence classes."""
+    """Anonymize a queued request: write its package, summary and equivalence classes."""
     with transaction.atomic():
-        release_request = (
-            ReleaseRequest.objects.select_for_update().select_related("dataset").get(pk=request_id)
-        )
-        if release_request.state != State.QUEUED:
-            logger.info("Request %s is %s: nothing to run.", request_id, release_request.state)
+        release_request = _locked(request_id)
+        refused = lifecycle.refusal("start_run", None, release_request)
+        if refused is not None:
+            logger.info("Request %s: nothing to run (%s)", request_id, refused[1])
             return
-        release_request.state = State.RUNNING
+        release_request.state = lifecycle.target(release_request.state, "start_run")
         release_request.started_at = release_request.heartbeat_at = timezone.now()
         release_request.progress = 0.02
         release_request.stage = "Loading the dataset"
@@ -312,56 +552,84 @@ def run_release(request_id: int) -> None:
             AuditEvent.Action.RUN_START, None, request=release_request, round=release_request.round
         )
 
-    extract_path = ""
+    files: list[ReleaseFile] = []
     try:
         params = ReleaseParameters.of(release_request)
         frame = datasets.load_frame(release_request.dataset)
-        config = engine_config(release_request.config, params, frame)
         _set_progress(release_request.pk, 0.1, "Searching for the best generalization")
-        result = anonymize(frame, config, progress=_ProgressReporter(release_request.pk))
+        built = build_release(
+            frame,
+            release_request.config,
+            params,
+            release_request.shuffle_seed,
+            progress=_ProgressReporter(release_request.pk),
+        )
         _set_progress(release_request.pk, 0.92, "Writing the extract")
-        buffer = io.StringIO()
-        neutralise_formulas(result.data).to_csv(buffer, index=False)
-        extract = buffer.getvalue().encode("utf-8")
-        digest = storage.sha256_hex(extract)
-        extract_path = storage.save_bytes("extracts", ".csv", extract)
-        summary = _summary(result, release_request, frame, config)
+        files = _store_package(release_request, built.data)
+        by_format = {f.format: f for f in files}
+        digest = package.package_digest({f.format: f.sha256 for f in files})
+        summary = _summary(built, release_request, frame)
         classes = _classes(
-            release_request, result, params, list(config.quasi_identifiers), config.sensitive
+            release_request,
+            built.result,
+            params,
+            list(built.config.quasi_identifiers),
+            built.config.sensitive,
         )
         with transaction.atomic():
-            EquivalenceClass.objects.filter(request=release_request).delete()
-            EquivalenceClass.objects.bulk_create(classes, batch_size=1000)
-            ReleaseRequest.objects.filter(pk=release_request.pk).update(
-                state=State.READY,
+            finished = ReleaseRequest.objects.filter(
+                pk=release_request.pk, state__in=lifecycle.sources("finish_run")
+            ).update(
+                state=lifecycle.target(State.RUNNING, "finish_run"),
                 progress=1.0,
                 stage="Ready for review",
                 finished_at=timezone.now(),
-                extract_path=extract_path,
-                extract_sha256=digest,
+                extract_path=by_format[ReleaseFile.Format.CSV].path,
+                extract_sha256=by_format[ReleaseFile.Format.CSV].sha256,
+                package_sha256=digest,
                 summary=summary,
             )
+            if not finished:
+                raise RunCancelled()
+            EquivalenceClass.objects.filter(request=release_request).delete()
+            EquivalenceClass.objects.bulk_create(classes, batch_size=1000)
+            ReleaseFile.objects.bulk_create(files)
             audit.record(
                 AuditEvent.Action.RUN_END,
                 None,
                 request=release_request,
                 round=release_request.round,
-                rows_out=result.rows_out,
-                suppressed=result.suppressed,
-                k_achieved=result.achieved_k,
-                sha256=digest,
+                rows_out=built.result.rows_out,
+                suppressed=built.result.suppressed,
+                k_achieved=built.result.achieved_k,
+                sha256=by_format[ReleaseFile.Format.CSV].sha256,
+                package_sha256=digest,
+                files={f.format: f.sha256 for f in files},
             )
+    except RunCancelled:
+        _discard(files)
+        audit.record(
+            AuditEvent.Action.RUN_CANCELLED,
+            None,
+            request=release_request,
+            round=release_request.round,
+        )
     except (EngineError, InvalidInput) as exc:
-        storage.delete_quietly(extract_path)
+        _discard(files)
         _fail(release_request, str(exc))
     except Exception:
         logger.exception("Release request %s failed", request_id)
-        storage.delete_quietly(extract_path)
+        _discard(files)
         _fail(
             release_request,
             "The run stopped because of an internal error. The administrators can find the "
             "details in the worker's log.",
         )
+
+
+def _discard(files: list[ReleaseFile]) -> None:
+    for stored in files:
+        storage.delete_quietly(stored.path)
 
 
 def _finite(value):
@@ -379,40 +647,80 @@ def _distribution(values: pd.Series, limit: int = 12) -> list[list]:
     return top
 
 
-def _summary(result, release_request: ReleaseRequest, frame: pd.DataFrame, config) -> dict:
+def unchanged_columns(frame: pd.DataFrame, snapshot: dict, released: list[str]) -> list[dict]:
+    """Columns released with their values unchanged (sensitive and "released as is"), measured
+    on the input: share of distinct values, and share of rows unique on the column alone."""
+    rows = len(frame)
+    out = []
+    for name in released:
+        role = snapshot.get("roles", {}).get(name, Role.INSENSITIVE)
+        if role not in UNCHANGED_ROLES:
+            continue
+        counts = frame[name].value_counts(dropna=False)
+        suggested = snapshot.get("suggested", {}).get(name, {})
+        out.append(
+            {
+                "name": name,
+                "role": role,
+                "type": snapshot.get("types", {}).get(name, ""),
+                "distinct": int(counts.size),
+                "distinct_share": counts.size / rows if rows else 0.0,
+                "unique_row_share": float((counts == 1).sum()) / rows if rows else 0.0,
+                "suggested_role": suggested.get("role", ""),
+                "suggestion_reason": suggested.get("reason", ""),
+                "justification": snapshot.get("justifications", {}).get(name, ""),
+            }
+        )
+    return out
+
+
+def _summary(built: BuiltRelease, release_request: ReleaseRequest, frame: pd.DataFrame) -> dict:
+    result, config = built.result, built.config
+    snapshot = release_request.config
     report = result.report()
     report["achieved"]["l"] = {k: _finite(v) for k, v in report["achieved"]["l"].items()}
     report["quasi_identifiers"] = list(config.quasi_identifiers)
     report["sensitive"] = list(config.sensitive)
+    released = released_columns(snapshot, frame)
+    report["released_columns"] = list(built.data.columns)
+    report["withheld"] = [c for c in frame.columns if c not in released]
+    report["unchanged"] = unchanged_columns(frame, snapshot, released)
+    # What the risk figures cover: the quasi-identifiers, and not the columns released as is.
+    report["risk_covers"] = {
+        "quasi_identifiers": list(config.quasi_identifiers),
+        "not_covered": [u["name"] for u in report["unchanged"]],
+    }
+    report["shuffle_seed"] = release_request.shuffle_seed
+    report["xlsx_refusal"] = package.xlsx_refusal(len(built.data))
     # Per column, the original and the released distribution, side by side on the page.
-    released = result.data
+    data = built.data
     report["distributions"] = {
         name: {
             "original": _distribution(frame[name]),
-            "released": _distribution(released[name]) if name in released else [],
+            "released": _distribution(data[name]) if name in data else [],
         }
         for name in [*config.quasi_identifiers, *config.sensitive]
     }
     # A sample of released rows next to the same rows before release.
-    shown = [c for c in frame.columns if c not in config.identifiers]
-    positions = list(result.source_rows[:SAMPLE_ROWS])
+    shown = list(data.columns)
+    positions = built.source_rows[:SAMPLE_ROWS]
     report["sample"] = {
         "columns": shown,
         "original": frame.iloc[positions][shown].values.tolist(),
-        "released": released.head(SAMPLE_ROWS)[shown].values.tolist(),
+        "released": data.head(SAMPLE_ROWS)[shown].values.tolist(),
     }
-    report["examples"] = _examples(result, frame, config)
+    report["examples"] = _examples(built, frame)
     class_sizes = result.classes["size"].astype(int)
     report["class_size_histogram"] = _size_histogram(class_sizes.tolist())
     return report
 
 
-def _examples(result, frame: pd.DataFrame, config, per_attribute: int = 4) -> dict:
+def _examples(built: BuiltRelease, frame: pd.DataFrame, per_attribute: int = 4) -> dict:
     """Per quasi-identifier, a few original values and what they became in the extract."""
-    kept = frame.iloc[result.source_rows[:2000]]
+    kept = frame.iloc[built.source_rows[:2000]]
     out: dict[str, list[list[str]]] = {}
-    for name in config.quasi_identifiers:
-        pairs = zip(kept[name].tolist(), result.data[name].head(2000).tolist(), strict=True)
+    for name in built.config.quasi_identifiers:
+        pairs = zip(kept[name].tolist(), built.data[name].head(2000).tolist(), strict=True)
         out[name] = [list(pair) for pair in dict.fromkeys(pairs)][:per_attribute]
     return out
 
@@ -497,10 +805,17 @@ def _classes(
 
 def _fail(release_request: ReleaseRequest, reason: str) -> None:
     with transaction.atomic():
-        EquivalenceClass.objects.filter(request=release_request).delete()
-        ReleaseRequest.objects.filter(pk=release_request.pk).update(
-            state=State.FAILED, error=reason, stage="Failed", finished_at=timezone.now()
+        failed = ReleaseRequest.objects.filter(
+            pk=release_request.pk, state__in=lifecycle.sources("fail_run")
+        ).update(
+            state=lifecycle.target(State.RUNNING, "fail_run"),
+            error=reason,
+            stage="Failed",
+            finished_at=timezone.now(),
         )
+        if not failed:
+            return  # cancelled meanwhile: the cancellation stands
+        EquivalenceClass.objects.filter(request=release_request).delete()
         audit.record(
             AuditEvent.Action.RUN_FAILED,
             None,
@@ -508,29 +823,3 @@ def _fail(release_request: ReleaseRequest, reason: str) -> None:
             round=release_request.round,
             reason=reason,
         )
-
-
-# --- Which requests a user sees ------------------------------------------------------------------
-
-
-def visible_requests(user) -> QuerySet[ReleaseRequest]:
-    """Requests the user may see: their own, all for officers, approved ones for recipients."""
-    condition = Q(requested_by=user) if roles.is_steward(user) else Q(pk__in=[])
-    if roles.is_officer(user):
-        condition |= ~Q(pk__in=[])
-    if roles.is_recipient(user):
-        condition |= Q(state=State.APPROVED)
-    return ReleaseRequest.objects.filter(condition).select_related("dataset", "requested_by")
-
-
-def get_request_for(user, request_id: int) -> ReleaseRequest:
-    try:
-        return visible_requests(user).get(pk=request_id)
-    except ReleaseRequest.DoesNotExist:
-        raise Http404("No such release request.") from None
-
-
-def approved_releases(user) -> QuerySet[ReleaseRequest]:
-    if not (roles.is_recipient(user) or roles.is_steward(user)):
-        raise PermissionDenied("Only recipients and data stewards can download releases.")
-    return visible_requests(user).filter(state=State.APPROVED).order_by("-decided_at")

@@ -1,9 +1,11 @@
-"""Reviewing release requests: the checks, the votes, who sees which vote, and the queue.
+"""Reviewing release requests: the checks, the votes, and the decision e-mails.
 
-A round is decided by independent reviews. Each review is bound to the SHA-256 of the extract
-it saw; an approval counts only while the extract is still those bytes. One "reject" ends the
+A round is decided by independent reviews. Each review is bound to the package digest (the
+SHA-256 over every downloadable file) it saw; an approval counts only while the package is
+still those bytes, and approving re-reads every file to check it. One "reject" ends the
 request; one "request changes" hands it back to the requester; ``REQUIRED_APPROVALS``
-approvals from different officers approve it. Nobody reviews their own request.
+approvals from different officers approve it. Who may vote, and when, is the lifecycle's
+(``services.lifecycle``); nobody reviews their own request.
 """
 
 from __future__ import annotations
@@ -12,31 +14,22 @@ import logging
 from dataclasses import dataclass
 
 from django.conf import settings
-from django.core.exceptions import PermissionDenied
 from django.core.mail import send_mail
-from django.core.paginator import Page, Paginator
 from django.db import IntegrityError, transaction
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 from django.http import Http404
 from django.urls import reverse
 from django.utils import timezone
 
-from ..models import AuditEvent, EquivalenceClass, ReleaseRequest, Review
-from . import InvalidInput, audit, dispatch, roles, storage
+from ..models import AuditEvent, ReleaseRequest, Review, Role
+from . import InvalidInput, audit, dispatch, lifecycle, package, sharing, storage
 
 logger = logging.getLogger(__name__)
 
 State = ReleaseRequest.State
 Decision = Review.Decision
-CLASSES_PER_PAGE = 25
-
-#: The review state machine: which decision moves a request from which state.
-#: An approval below the required count leaves the request ready for review.
-TRANSITIONS: dict[tuple[str, str], str] = {
-    (State.READY, Decision.APPROVE): State.APPROVED,
-    (State.READY, Decision.CHANGES): State.CHANGES_REQUESTED,
-    (State.READY, Decision.REJECT): State.REJECTED,
-}
+#: A column released unchanged on which more than this share of rows is unique looks
+#: identifying: the check fails and the release cannot be approved.
+UNCHANGED_UNIQUE_ROWS_LIMIT = 0.5
 
 
 def required_approvals() -> int:
@@ -95,6 +88,7 @@ def checks(release_request: ReleaseRequest) -> list[Check]:
                     f"largest distance {value:.4f}, t requested {release_request.t_closeness:g}",
                 )
             )
+    out.append(unchanged_check(summary))
     failing_classes = release_request.classes.exclude(fails=[]).count()
     out.append(
         Check(
@@ -106,42 +100,67 @@ def checks(release_request: ReleaseRequest) -> list[Check]:
     return out
 
 
+def unchanged_check(summary: dict) -> Check:
+    """Columns released with their values unchanged must not look identifying."""
+    unchanged = summary.get("unchanged")
+    if unchanged is None:
+        return Check(
+            "columns released unchanged",
+            False,
+            "not measured for this round; resubmit it to measure them",
+        )
+    problems = []
+    for column in unchanged:
+        if column["unique_row_share"] > UNCHANGED_UNIQUE_ROWS_LIMIT:
+            problems.append(
+                f"{column['name']}: {column['unique_row_share']:.0%} of rows are unique on it "
+                f"alone (at most {UNCHANGED_UNIQUE_ROWS_LIMIT:.0%})"
+            )
+        if column["suggested_role"] == Role.IDENTIFIER and not column.get("justification"):
+            problems.append(f"{column['name']}: looks like a direct identifier, not justified")
+    if problems:
+        return Check("columns released unchanged", False, "; ".join(problems))
+    if not unchanged:
+        return Check("columns released unchanged", True, "no column is released unchanged")
+    names = ", ".join(c["name"] for c in unchanged)
+    return Check("columns released unchanged", True, f"{names}: none looks identifying")
+
+
 # --- Votes -----------------------------------------------------------------------------------
 
 
-def review(user, request_id: int, decision: str, comment: str = "") -> ReleaseRequest:
-    """Record one officer's decision on the current round and move the request on."""
-    roles.require(user, roles.OFFICERS, "review release requests")
+def review(
+    user,
+    request_id: int,
+    decision: str,
+    comment: str = "",
+    additions: sharing.Additions | None = None,
+) -> ReleaseRequest:
+    """Record one officer's decision on the current round and move the request on.
+
+    An approving officer may name more recipients and set an expiry date (``additions``)."""
     comment = (comment or "").strip()
     if decision not in Decision.values:
         raise InvalidInput(f"Unknown decision {decision!r}.")
-    if decision != Decision.APPROVE and not comment:
-        raise InvalidInput("Give a comment when you request changes or reject.")
+    action = lifecycle.DECISION_ACTIONS[decision]
     try:
         with transaction.atomic():
             # The row lock serialises concurrent decisions on one request.
             try:
-                release_request = ReleaseRequest.objects.select_for_update().get(pk=request_id)
+                release_request = (
+                    ReleaseRequest.objects.select_for_update()
+                    .select_related("dataset")
+                    .get(pk=request_id)
+                )
             except ReleaseRequest.DoesNotExist:
                 raise Http404("No such release request.") from None
-            if release_request.requested_by_id == user.pk:
-                raise PermissionDenied("Nobody can review a release they requested themselves.")
-            if release_request.state != State.READY:
-                raise InvalidInput(
-                    f"This request is {release_request.get_state_display().lower()}; only a "
-                    "request that is ready for review can be decided."
-                )
-            if release_request.reviews.filter(round=release_request.round, reviewer=user).exists():
-                raise InvalidInput("You have already reviewed this round.")
+            transition = lifecycle.check(action, user, release_request)
+            if decision != Decision.APPROVE and not comment:
+                raise InvalidInput("Give a comment when you request changes or reject.")
             if decision == Decision.APPROVE:
-                failed = [c for c in checks(release_request) if not c.passed]
-                if failed:
-                    raise InvalidInput(
-                        "This result cannot be approved: its checks did not pass ("
-                        + "; ".join(f"{c.name}: {c.detail}" for c in failed)
-                        + ")."
-                    )
-                _verify_extract(release_request)
+                verify_package(release_request)
+                if additions is not None:
+                    sharing.add(user, release_request, additions)
             vote = Review.objects.create(
                 request=release_request,
                 round=release_request.round,
@@ -149,8 +168,9 @@ def review(user, request_id: int, decision: str, comment: str = "") -> ReleaseRe
                 decision=decision,
                 comment=comment,
                 extract_sha256=release_request.extract_sha256,
+                package_sha256=release_request.package_sha256,
             )
-            new_state = _outcome(release_request, decision)
+            new_state = _outcome(release_request, decision, transition)
             if new_state != release_request.state:
                 release_request.state = new_state
                 release_request.decided_at = timezone.now()
@@ -163,6 +183,7 @@ def review(user, request_id: int, decision: str, comment: str = "") -> ReleaseRe
                 decision=decision,
                 comment=comment,
                 sha256=release_request.extract_sha256,
+                package_sha256=release_request.package_sha256,
                 outcome=new_state,
             )
             # The e-mail goes out from the worker: a slow mail server never slows the review.
@@ -173,24 +194,37 @@ def review(user, request_id: int, decision: str, comment: str = "") -> ReleaseRe
     return release_request
 
 
-def _verify_extract(release_request: ReleaseRequest) -> None:
-    content = storage.read_bytes(release_request.extract_path)
-    if storage.sha256_hex(content) != release_request.extract_sha256:
-        raise InvalidInput("The stored extract no longer matches the reviewed bytes.")
+def verify_package(release_request: ReleaseRequest) -> None:
+    """Every file of the round is stored and is still the bytes its SHA-256 names, and the
+    package digest is theirs (``InvalidInput`` otherwise)."""
+    files = list(release_request.files.filter(round=release_request.round))
+    if not files:
+        raise InvalidInput("This round has no stored files to approve.")
+    for stored in files:
+        if not storage.exists(stored.path):
+            raise InvalidInput(f"The stored {stored.get_format_display()} file is missing.")
+        if storage.sha256_of(stored.path) != stored.sha256:
+            raise InvalidInput(
+                f"The stored {stored.get_format_display()} file no longer matches the reviewed "
+                "bytes."
+            )
+    digest = package.package_digest({f.format: f.sha256 for f in files})
+    if digest != release_request.package_sha256:
+        raise InvalidInput("The stored files no longer match the reviewed package.")
 
 
-def _outcome(release_request: ReleaseRequest, decision: str) -> str:
+def _outcome(release_request: ReleaseRequest, decision: str, transition) -> str:
     if decision != Decision.APPROVE:
-        return TRANSITIONS[(release_request.state, decision)]
+        return transition.target
     # Only approvals of this round, of these exact bytes, count.
     approvals = release_request.reviews.filter(
         round=release_request.round,
         decision=Decision.APPROVE,
-        extract_sha256=release_request.extract_sha256,
+        package_sha256=release_request.package_sha256,
     ).count()
     if approvals >= required_approvals():
-        return TRANSITIONS[(release_request.state, decision)]
-    return release_request.state
+        return transition.target
+    return lifecycle.PARTIAL_APPROVAL_TARGET
 
 
 def notify_requester(review_id: int) -> None:
@@ -219,118 +253,3 @@ def notify_requester(review_id: int) -> None:
         )
     except OSError:
         logger.exception("Could not e-mail %s about request %s", recipient, release_request.pk)
-
-
-# --- Who sees which vote --------------------------------------------------------------------------
-
-
-def votes_hidden_from(user, release_request: ReleaseRequest) -> bool:
-    """Blind voting: while a round is open, an officer sees others' votes only after voting."""
-    if release_request.state != State.READY:
-        return False
-    return not release_request.reviews.filter(
-        round=release_request.round, reviewer_id=user.pk
-    ).exists()
-
-
-def reviews_for(user, release_request: ReleaseRequest) -> list[Review]:
-    reviews = list(release_request.reviews.select_related("reviewer"))
-    if votes_hidden_from(user, release_request):
-        reviews = [r for r in reviews if r.round != release_request.round]
-    return reviews
-
-
-def timeline_for(user, release_request: ReleaseRequest) -> list[AuditEvent]:
-    """The request's activity, without the open round's votes for a user who may not see them."""
-    events = list(audit.events_for_request(release_request))
-    if votes_hidden_from(user, release_request):
-        events = [
-            e
-            for e in events
-            if not (
-                e.action == AuditEvent.Action.REVIEW
-                and e.detail.get("round") == release_request.round
-            )
-        ]
-    return events
-
-
-def can_review(user, release_request: ReleaseRequest) -> bool:
-    return (
-        roles.is_officer(user)
-        and release_request.state == State.READY
-        and release_request.requested_by_id != user.pk
-        and not release_request.reviews.filter(
-            round=release_request.round, reviewer_id=user.pk
-        ).exists()
-    )
-
-
-def approvals_so_far(release_request: ReleaseRequest) -> int:
-    return release_request.reviews.filter(
-        round=release_request.round,
-        decision=Decision.APPROVE,
-        extract_sha256=release_request.extract_sha256,
-    ).count()
-
-
-# --- The queue ---------------------------------------------------------------------------------
-
-QUEUE_FILTERS = {
-    "ready": Q(state=State.READY),
-    "changes": Q(state=State.CHANGES_REQUESTED),
-    "running": Q(state__in=[State.QUEUED, State.RUNNING]),
-    "approved": Q(state=State.APPROVED),
-    "rejected": Q(state=State.REJECTED),
-    "failed": Q(state=State.FAILED),
-    "all": Q(),
-}
-
-
-def review_queue(user, state: str = "ready") -> QuerySet[ReleaseRequest]:
-    """Requests for officers, oldest first, with the officer's own vote on the current round."""
-    roles.require(user, roles.OFFICERS, "review release requests")
-    condition = QUEUE_FILTERS.get(state, QUEUE_FILTERS["ready"])
-    mine = Review.objects.filter(request=OuterRef("pk"), round=OuterRef("round"), reviewer=user)
-    return (
-        ReleaseRequest.objects.filter(condition)
-        .select_related("dataset", "requested_by")
-        .annotate(
-            voted=Exists(mine),
-            rounds_count=Count("rounds", distinct=True),
-        )
-        .order_by("submitted_at", "id")
-    )
-
-
-def waiting_count(user) -> int:
-    """Requests ready for review that this officer can still vote on."""
-    return review_queue(user, "ready").exclude(requested_by=user).filter(voted=False).count()
-
-
-# --- Equivalence classes for the review page -----------------------------------------------------
-
-CLASS_ORDERINGS = {
-    "size": ("size", "id"),
-    "-size": ("-size", "id"),
-    "risk": ("-risk", "id"),
-    "flagged": ("-flagged", "size", "id"),
-}
-
-
-def classes_page(
-    release_request: ReleaseRequest,
-    page_number,
-    order: str = "size",
-    attribute: str = "",
-    value: str = "",
-) -> Page:
-    """Equivalence classes sorted and filtered for the table (smallest first by default)."""
-    classes: QuerySet[EquivalenceClass] = release_request.classes.all()
-    qis = [q["name"] for q in release_request.config.get("quasi_identifiers", [])]
-    if attribute in qis and value:
-        classes = classes.filter(**{f"values__{attribute}": value})
-    if order == "flagged":
-        classes = classes.annotate(flagged=Count("id", filter=~Q(fails=[]) | ~Q(borderline=[])))
-    ordering = CLASS_ORDERINGS.get(order, CLASS_ORDERINGS["size"])
-    return Paginator(classes.order_by(*ordering), CLASSES_PER_PAGE).get_page(page_number)

@@ -35,3 +35,14 @@ def duration(value) -> str:
             count = seconds // size
             return f"{count} {unit}{'s' if count != 1 else ''}"
     return f"{seconds} seconds"
+
+
+@register.filter
+def role_label(role: str) -> str:
+    """A column role's label ("" reads as no role yet)."""
+    from releases.models import Role
+
+    try:
+        return Role(role).label if role else "No role yet (withheld)"
+    except ValueError:
+        return role

@@ -2,20 +2,23 @@
 
 from __future__ import annotations
 
+import io
+
 from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.db.models import F
-from django.http import HttpRequest, HttpResponse
+from django.http import FileResponse, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
+from .. import selectors
 from ..engine import HierarchyError
 from ..forms import ReleaseRequestForm, UploadForm
-from ..models import AuditEvent, DatasetColumn, Role
+from ..models import DatasetColumn, Role
 from ..models.datasets import ColumnType, DateOrder
-from ..services import InvalidInput, audit, datasets, hierarchies, roles
+from ..services import InvalidInput, datasets, hierarchies, roles
 from ._common import is_htmx as _is_htmx
 
 # Multipart framing and the other fields around the file.
@@ -41,14 +44,7 @@ def dataset_list(request: HttpRequest) -> HttpResponse:
         length = int(request.META.get("CONTENT_LENGTH") or 0)
         if length > settings.MAX_UPLOAD_BYTES + UPLOAD_OVERHEAD_BYTES:
             # Refused before the body is read: the file never reaches the disk.
-            upload_error = datasets.limit_message()
-            audit.record(
-                AuditEvent.Action.UPLOAD_REJECTED,
-                request.user,
-                filename="",
-                reason=datasets.limit_message(),
-                content_length=length,
-            )
+            upload_error = datasets.refuse_oversized_upload(request.user, length)
         else:
             form = UploadForm(request.POST, request.FILES)
         if form.is_bound and form.is_valid():
@@ -74,7 +70,7 @@ def dataset_list(request: HttpRequest) -> HttpResponse:
                 request, "releases/partials/dataset_upload.html", _list_context(form, upload_error)
             )
     context = _list_context(form, upload_error)
-    context["datasets"] = Paginator(datasets.datasets_for(request.user), 25).get_page(
+    context["datasets"] = Paginator(selectors.datasets_for(request.user), 25).get_page(
         request.GET.get("page")
     )
     return render(request, "releases/dataset_list.html", context, status=status)
@@ -93,7 +89,8 @@ def _decorate(column: DatasetColumn) -> DatasetColumn:
 
 # The choices every column row offers.
 COLUMN_CHOICES = {
-    "roles": Role.choices,
+    # No role is the default and withholds the column; every role is an explicit choice.
+    "roles": [("", "— choose a role (withheld until then) —"), *Role.choices],
     "column_types": ColumnType.choices,
     "date_orders": DateOrder.choices,
     "builders": hierarchies.BUILDERS,
@@ -106,6 +103,18 @@ def _column_context(dataset, column, **extra) -> dict:
 
 #: Columns shown on one page of a dataset (a file may have thousands).
 COLUMNS_PER_PAGE = 50
+
+
+def unroled_columns(dataset) -> list:
+    """Every column still without a role (on any page), with the page it is shown on."""
+    columns = list(dataset.columns.filter(role="").order_by("position").only("pk", "name"))
+    order = {
+        pk: i
+        for i, pk in enumerate(dataset.columns.order_by("position").values_list("pk", flat=True))
+    }
+    for column in columns:
+        column.page_number = order[column.pk] // COLUMNS_PER_PAGE + 1
+    return columns
 
 
 def dataset_context(dataset, request_form=None, page_number=None) -> dict:
@@ -121,8 +130,9 @@ def dataset_context(dataset, request_form=None, page_number=None) -> dict:
         "page": page,
         "column_count": page.paginator.count,
         "preview": [row[first : first + COLUMNS_PER_PAGE] for row in dataset.preview or []],
+        "unroled": unroled_columns(dataset),
         **COLUMN_CHOICES,
-        "request_form": request_form or ReleaseRequestForm(),
+        "request_form": request_form or ReleaseRequestForm(dataset=dataset),
         "requests": dataset.requests.select_related("requested_by")[:20],
         "suggestions_pending": dataset.columns.exclude(suggested_role="")
         .exclude(suggested_role=F("role"))
@@ -190,7 +200,7 @@ def accept_suggestions(request: HttpRequest, dataset_id: int) -> HttpResponse:
 
 
 def _apply_column(request: HttpRequest, dataset, column) -> None:
-    """Apply one column's fields from a tagging form post."""
+    """Apply one column's fields from an htmx post (one change at a time)."""
     role = request.POST.get(f"role-{column.pk}")
     if role is not None:
         datasets.set_column_role(request.user, dataset, column.pk, role)
@@ -222,30 +232,32 @@ def _builder_params(request: HttpRequest, column) -> tuple[str, dict]:
 
 @require_POST
 def tagging(request: HttpRequest, dataset_id: int) -> HttpResponse:
-    """The plain-form path: every column's role and hierarchy in one post."""
+    """The plain-form path: every column's role and hierarchy in one post, saved all or none."""
     dataset = datasets.get_dataset_for(request.user, dataset_id)
-    errors = []
+    changes = []
     for column in dataset.columns.all():
-        try:
-            _apply_column(request, dataset, column)
-            column.refresh_from_db()
-            builder = request.POST.get(f"builder-{column.pk}")
-            if (
-                column.role == Role.QUASI_IDENTIFIER
-                and builder
-                and builder != DatasetColumn.HierarchySource.UPLOADED
-                and f"hierarchy-{column.pk}" not in request.FILES
-            ):
+        builder, params, error = request.POST.get(f"builder-{column.pk}", ""), None, ""
+        if builder and builder != DatasetColumn.HierarchySource.UPLOADED:
+            try:
                 builder, params = _builder_params(request, column)
-                if (builder, params) != (column.hierarchy_source, column.hierarchy_params or {}):
-                    datasets.set_hierarchy_builder(
-                        request.user, dataset, column.pk, builder, params
-                    )
-        except InvalidInput as exc:
-            errors.append(str(exc))
-    for error in errors:
-        messages.error(request, error)
-    if not errors:
+            except InvalidInput as exc:
+                error = str(exc)
+        changes.append(
+            datasets.ColumnChange(
+                column_id=column.pk,
+                role=request.POST.get(f"role-{column.pk}"),
+                hierarchy_file=request.FILES.get(f"hierarchy-{column.pk}"),
+                automatic=bool(request.POST.get(f"automatic-{column.pk}")),
+                builder=builder,
+                builder_params=params,
+                builder_error=error,
+            )
+        )
+    try:
+        datasets.save_tagging(request.user, dataset, changes)
+    except InvalidInput as exc:
+        messages.error(request, str(exc))
+    else:
         messages.success(request, "Tagging saved.")
     return redirect("releases:dataset_detail", dataset_id=dataset.pk)
 
@@ -347,9 +359,14 @@ def hierarchy_preview(request: HttpRequest, dataset_id: int, column_id: int) -> 
 @require_GET
 def hierarchy_download(request: HttpRequest, dataset_id: int, column_id: int) -> HttpResponse:
     try:
-        filename, text = datasets.hierarchy_download(request.user, dataset_id, column_id)
+        filename, content = datasets.hierarchy_download(request.user, dataset_id, column_id)
     except InvalidInput as exc:
         return HttpResponse(str(exc), status=409, content_type="text/plain; charset=utf-8")
-    response = HttpResponse(text.encode("utf-8"), content_type="text/csv; charset=utf-8")
-    response["Content-Disposition"] = f'attachment; filename="{filename}"'
+    response = FileResponse(
+        io.BytesIO(content),
+        as_attachment=True,
+        filename=filename,
+        content_type="text/csv; charset=utf-8",
+    )
+    response["X-Content-Type-Options"] = "nosniff"
     return response

@@ -6,7 +6,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from ..services import datasets, release, review, roles
+from .. import selectors
+from ..services import roles
 
 
 @require_GET
@@ -14,10 +15,10 @@ def home(request: HttpRequest) -> HttpResponse:
     user = request.user
     context: dict = {}
     if roles.is_steward(user):
-        context["datasets"] = datasets.datasets_for(user)[:10]
-        context["my_requests"] = release.visible_requests(user).filter(requested_by=user)[:10]
+        context["datasets"] = selectors.datasets_for(user)[:10]
+        context["my_requests"] = selectors.visible_requests(user).filter(requested_by=user)[:10]
     if roles.is_officer(user):
-        context["queue"] = review.review_queue(user)[:10]
+        context["queue"] = selectors.review_queue(user)[:10]
     if roles.is_recipient(user):
-        context["approved"] = release.approved_releases(user)[:10]
+        context["approved"] = selectors.releases_for(user)[:10]
     return render(request, "releases/home.html", context)

@@ -1,16 +1,32 @@
-"""Release request pages: live state, review workspace, decisions, downloads; the queues."""
+"""Release request pages: live state, review workspace, decisions, the recipient's page, the
+report, downloads; the queues. Thin: each view parses, calls one service or selector, renders."""
 
 from __future__ import annotations
 
+import io
+
 from django.contrib import messages
+from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.http import HttpRequest, HttpResponse
+from django.http import FileResponse, HttpRequest, HttpResponse
 from django.shortcuts import redirect, render
+from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from ..forms import ReleaseRequestForm, ResubmitForm, ReviewForm
-from ..models import ReleaseRequest
-from ..services import InvalidInput, datasets, downloads, release, review
+from .. import selectors
+from ..forms import ReleaseRequestForm, ResubmitForm, ReviewForm, RevokeForm
+from ..models import ReleaseFile, ReleaseRequest
+from ..services import (
+    InvalidInput,
+    datasets,
+    downloads,
+    lifecycle,
+    release,
+    reproduction,
+    review,
+    sharing,
+    storage,
+)
 from ._common import is_htmx as _is_htmx
 from .datasets import dataset_context
 
@@ -18,10 +34,12 @@ from .datasets import dataset_context
 @require_POST
 def request_create(request: HttpRequest, dataset_id: int) -> HttpResponse:
     dataset = datasets.get_dataset_for(request.user, dataset_id)
-    form = ReleaseRequestForm(request.POST)
+    form = ReleaseRequestForm(request.POST, dataset=dataset)
     if form.is_valid():
         try:
-            release_request = release.request_release(request.user, dataset, form.parameters())
+            release_request = release.request_release(
+                request.user, dataset, form.parameters(), form.sharing(), form.justifications()
+            )
         except InvalidInput as exc:
             form.add_error(None, str(exc))
         else:
@@ -31,12 +49,25 @@ def request_create(request: HttpRequest, dataset_id: int) -> HttpResponse:
     )
 
 
+@require_GET
+def request_decisions(request: HttpRequest, dataset_id: int) -> HttpResponse:
+    """The request form's column decisions (roles still missing, justifications), refreshed
+    when a role changes; the text already typed comes back in the query."""
+    dataset = datasets.get_dataset_for(request.user, dataset_id)
+    form = ReleaseRequestForm(dataset=dataset, initial=request.GET.dict())
+    return render(
+        request,
+        "releases/partials/request_form.html#decisions",
+        dataset_context(dataset, form),
+    )
+
+
 def _classes_context(request: HttpRequest, release_request: ReleaseRequest) -> dict:
     order = request.GET.get("order", "size")
     attribute = request.GET.get("attribute", "")
     value = request.GET.get("value", "").strip()
     return {
-        "classes": review.classes_page(
+        "classes": selectors.classes_page(
             release_request, request.GET.get("page"), order, attribute, value
         ),
         "class_order": order,
@@ -49,61 +80,51 @@ def _classes_context(request: HttpRequest, release_request: ReleaseRequest) -> d
 
 def _request_context(request: HttpRequest, release_request: ReleaseRequest, **extra) -> dict:
     user = request.user
-    summary = release_request.summary or {}
-    levels = summary.get("levels") or {}
-    heights = summary.get("heights") or {}
-    loss = (summary.get("metrics") or {}).get("loss_per_attribute") or {}
-    examples = summary.get("examples") or {}
-    own = release_request.requested_by_id == user.pk
-    context = {
-        "req": release_request,
-        "summary": summary,
-        "levels": [
-            {
-                "name": name,
-                "level": levels.get(name),
-                "top": heights[name] - 1,
-                "loss": loss.get(name),
-                "examples": examples.get(name, []),
-            }
-            for name in heights
-        ],
-        "checks": review.checks(release_request) if summary else [],
-        "events": review.timeline_for(user, release_request),
-        "reviews": review.reviews_for(user, release_request),
-        "votes_hidden": review.votes_hidden_from(user, release_request),
-        "approvals": review.approvals_so_far(release_request),
-        "required_approvals": review.required_approvals(),
-        "rounds": list(release_request.rounds.all()),
-        "can_review": review.can_review(user, release_request),
-        "own_request": own,
-        "can_download": downloads.can_download(user, release_request),
-        "review_form": ReviewForm(),
-    }
-    if own and release_request.state in (
-        ReleaseRequest.State.CHANGES_REQUESTED,
-        ReleaseRequest.State.FAILED,
-    ):
+    context = selectors.request_page(user, release_request)
+    context["review_form"] = ReviewForm()
+    context["revoke_form"] = RevokeForm()
+    if "resubmit" in context["buttons"] and context["buttons"]["resubmit"].enabled:
         context["resubmit_form"] = ResubmitForm(
-            initial=ReleaseRequestForm.initial_from(release_request)
+            initial=ResubmitForm.initial_from(release_request), dataset=release_request.dataset
         )
-    if summary:
+    if context["summary"]:
         context.update(_classes_context(request, release_request))
     context.update(extra)
     return context
 
 
+def _page(request: HttpRequest, release_request: ReleaseRequest, status=200, **extra):
+    """The officer's and requester's page, or the recipient's: never the original for them."""
+    if lifecycle.can_see_original(request.user, release_request):
+        return render(
+            request,
+            "releases/request_detail.html",
+            _request_context(request, release_request, **extra),
+            status=status,
+        )
+    return render(
+        request,
+        "releases/release_recipient.html",
+        {**selectors.recipient_page(request.user, release_request), **extra},
+        status=status,
+    )
+
+
+def _for_reviewers(request: HttpRequest, request_id: int) -> ReleaseRequest:
+    release_request = selectors.get_request_for(request.user, request_id)
+    if not lifecycle.can_see_original(request.user, release_request):
+        raise PermissionDenied("Only privacy officers and the requester see the review workspace.")
+    return release_request
+
+
 @require_GET
 def request_detail(request: HttpRequest, request_id: int) -> HttpResponse:
-    release_request = release.get_request_for(request.user, request_id)
-    return render(
-        request, "releases/request_detail.html", _request_context(request, release_request)
-    )
+    return _page(request, selectors.get_request_for(request.user, request_id))
 
 
 @require_GET
 def request_status(request: HttpRequest, request_id: int) -> HttpResponse:
-    release_request = release.get_request_for(request.user, request_id)
+    release_request = selectors.get_request_for(request.user, request_id)
     response = render(request, "releases/request_detail.html#status", {"req": release_request})
     if release_request.is_settled and _is_htmx(request):
         # The run is over: reload the page once so the result appears; polling stops.
@@ -113,7 +134,7 @@ def request_status(request: HttpRequest, request_id: int) -> HttpResponse:
 
 @require_GET
 def request_classes(request: HttpRequest, request_id: int) -> HttpResponse:
-    release_request = release.get_request_for(request.user, request_id)
+    release_request = _for_reviewers(request, request_id)
     if not _is_htmx(request):
         return redirect(f"{release_request.get_absolute_url()}?{request.GET.urlencode()}#classes")
     return render(
@@ -126,7 +147,7 @@ def request_classes(request: HttpRequest, request_id: int) -> HttpResponse:
 @require_GET
 def class_detail(request: HttpRequest, request_id: int, class_id: int) -> HttpResponse:
     """One equivalence class expanded in place: sensitive values and the models' verdicts."""
-    release_request = release.get_request_for(request.user, request_id)
+    release_request = _for_reviewers(request, request_id)
     equivalence_class = release_request.classes.filter(pk=class_id).first()
     if equivalence_class is None:
         return HttpResponse(status=404)
@@ -139,7 +160,7 @@ def class_detail(request: HttpRequest, request_id: int, class_id: int) -> HttpRe
 
 @require_POST
 def request_review(request: HttpRequest, request_id: int) -> HttpResponse:
-    release_request = release.get_request_for(request.user, request_id)
+    release_request = selectors.get_request_for(request.user, request_id)
     form = ReviewForm(request.POST)
     if form.is_valid():
         try:
@@ -148,6 +169,7 @@ def request_review(request: HttpRequest, request_id: int) -> HttpResponse:
                 release_request.pk,
                 form.cleaned_data["decision"],
                 form.cleaned_data["comment"],
+                form.additions(),
             )
         except InvalidInput as exc:
             form.add_error(None, str(exc))
@@ -158,78 +180,165 @@ def request_review(request: HttpRequest, request_id: int) -> HttpResponse:
                 f"{release_request.get_state_display().lower()}.",
             )
             return redirect(release_request)
-    return render(
-        request,
-        "releases/request_detail.html",
-        _request_context(request, release_request, review_form=form),
-        status=400,
-    )
+    return _page(request, release_request, status=400, review_form=form)
 
 
 @require_POST
 def request_resubmit(request: HttpRequest, request_id: int) -> HttpResponse:
-    release_request = release.get_request_for(request.user, request_id)
-    form = ResubmitForm(request.POST)
+    release_request = selectors.get_request_for(request.user, request_id)
+    form = ResubmitForm(request.POST, dataset=release_request.dataset)
     if form.is_valid():
         try:
             release_request = release.resubmit(
-                request.user, release_request.pk, form.parameters(), form.cleaned_data["response"]
+                request.user,
+                release_request.pk,
+                form.parameters(),
+                form.cleaned_data["response"],
+                form.justifications(),
             )
         except InvalidInput as exc:
             form.add_error(None, str(exc))
         else:
             messages.success(request, f"Round {release_request.round} submitted.")
             return redirect(release_request)
-    return render(
+    return _page(request, release_request, status=400, resubmit_form=form)
+
+
+def _act(request: HttpRequest, request_id: int, action, done: str) -> HttpResponse:
+    """A plain form post for one action: a message, then back to the page."""
+    release_request = selectors.get_request_for(request.user, request_id)
+    try:
+        action(release_request)
+    except InvalidInput as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, done)
+    return redirect(release_request)
+
+
+@require_POST
+def request_cancel(request: HttpRequest, request_id: int) -> HttpResponse:
+    return _act(
         request,
-        "releases/request_detail.html",
-        _request_context(request, release_request, resubmit_form=form),
-        status=400,
+        request_id,
+        lambda r: release.cancel(request.user, r.pk, request.POST.get("reason", "")),
+        "Cancelled. A run under way stops at its next progress report.",
     )
 
 
-def _file_response(download: downloads.Download) -> HttpResponse:
-    response = HttpResponse(download.content, content_type=download.content_type)
-    response["Content-Disposition"] = f'attachment; filename="{download.filename}"'
+@require_POST
+def request_revoke(request: HttpRequest, request_id: int) -> HttpResponse:
+    form = RevokeForm(request.POST)
+    reason = form.cleaned_data["reason"] if form.is_valid() else ""
+    return _act(
+        request,
+        request_id,
+        lambda r: sharing.revoke(request.user, r.pk, reason),
+        "Revoked: nobody can download this release any more.",
+    )
+
+
+@require_POST
+def accept_terms(request: HttpRequest, request_id: int) -> HttpResponse:
+    return _act(
+        request,
+        request_id,
+        lambda r: sharing.accept_terms(request.user, r.pk),
+        "You accepted the terms of use; the downloads are open to you.",
+    )
+
+
+@require_POST
+def request_reproduce(request: HttpRequest, request_id: int) -> HttpResponse:
+    return _act(
+        request,
+        request_id,
+        lambda r: reproduction.request_reproduction(request.user, r.pk),
+        "A worker re-runs the release from its stored input; the outcome appears below.",
+    )
+
+
+def _refused(
+    request: HttpRequest, exc: downloads.DownloadUnavailable, request_id: int | None = None
+) -> HttpResponse:
+    back = reverse("releases:request_detail", args=[request_id]) if request_id else ""
+    return render(
+        request, "releases/error.html", {"message": str(exc), "back": back}, status=exc.status
+    )
+
+
+@require_GET
+def download_file(request: HttpRequest, request_id: int, fmt: str = "csv") -> HttpResponse:
+    if fmt not in ReleaseFile.Format.values:
+        return HttpResponse(status=404)
+    try:
+        prepared = downloads.open_download(request.user, request_id, fmt)
+    except downloads.DownloadUnavailable as exc:
+        return _refused(request, exc, request_id)
+    except InvalidInput as exc:  # not now: the state, or the terms not yet accepted
+        return _refused(
+            request, downloads.DownloadUnavailable(str(exc), downloads.CONFLICT), request_id
+        )
+    # Streamed from storage: never read into memory; the filename is encoded by Django.
+    response = FileResponse(
+        storage.open_file(prepared.path),
+        as_attachment=True,
+        filename=prepared.filename,
+        content_type=prepared.content_type,
+    )
     response["X-Content-Type-Options"] = "nosniff"
     response["Cache-Control"] = "no-store"
     return response
 
 
 @require_GET
-def download_extract(request: HttpRequest, request_id: int) -> HttpResponse:
+def report(request: HttpRequest, request_id: int) -> HttpResponse:
+    """The release report as a page; the browser prints it to a clean PDF."""
     try:
-        return _file_response(downloads.download_extract(request.user, request_id))
-    except downloads.ExtractTampered as exc:
-        return render(request, "releases/error.html", {"message": str(exc)}, status=409)
+        release_request, content = downloads.verified_report(request.user, request_id)
+    except downloads.DownloadUnavailable as exc:
+        return _refused(request, exc, request_id)
+    return render(
+        request, "releases/release_report.html", {"req": release_request, "report": content}
+    )
 
 
 @require_GET
 def download_report(request: HttpRequest, request_id: int) -> HttpResponse:
-    return _file_response(downloads.download_report(request.user, request_id))
+    try:
+        filename, content = downloads.download_report(request.user, request_id)
+    except downloads.DownloadUnavailable as exc:
+        return _refused(request, exc, request_id)
+    response = FileResponse(
+        io.BytesIO(content),
+        as_attachment=True,
+        filename=filename,
+        content_type="application/json; charset=utf-8",
+    )
+    response["X-Content-Type-Options"] = "nosniff"
+    response["Cache-Control"] = "no-store"
+    return response
 
 
 @require_GET
 def review_queue(request: HttpRequest) -> HttpResponse:
     state = request.GET.get("state", "ready")
-    if state not in review.QUEUE_FILTERS:
+    if state not in selectors.QUEUE_FILTERS:
         state = "ready"
     return render(
         request,
         "releases/review_queue.html",
         {
-            "queue": Paginator(review.review_queue(request.user, state), 25).get_page(
+            "queue": Paginator(selectors.review_queue(request.user, state), 25).get_page(
                 request.GET.get("page")
             ),
             "state": state,
-            "filters": list(review.QUEUE_FILTERS),
+            "filters": list(selectors.QUEUE_FILTERS),
         },
     )
 
 
 @require_GET
 def release_list(request: HttpRequest) -> HttpResponse:
-    releases = Paginator(release.approved_releases(request.user), 25).get_page(
-        request.GET.get("page")
-    )
+    releases = Paginator(selectors.releases_for(request.user), 25).get_page(request.GET.get("page"))
     return render(request, "releases/release_list.html", {"releases": releases})

@@ -19,3 +19,25 @@ def run(release_request: ReleaseRequest) -> ReleaseRequest:
     release.run_release(release_request.pk)
     release_request.refresh_from_db()
     return release_request
+
+
+def approve(officer, release_request: ReleaseRequest, *recipients) -> ReleaseRequest:
+    """Approve the round as ``officer``, naming ``recipients`` on the release."""
+    from releases.services import review
+    from releases.services.sharing import Additions
+
+    review.review(
+        officer, release_request.pk, "approve", additions=Additions(recipients=list(recipients))
+    )
+    release_request.refresh_from_db()
+    return release_request
+
+
+def download(user, release_request: ReleaseRequest, fmt: str = "csv") -> bytes:
+    """Accept the terms (once) and download ``fmt`` through the service; the file's bytes."""
+    from releases.services import downloads, lifecycle, sharing, storage
+
+    if not lifecycle.has_accepted_terms(user, release_request):
+        sharing.accept_terms(user, release_request.pk)
+    prepared = downloads.open_download(user, release_request.pk, fmt)
+    return storage.read_bytes(prepared.path)

@@ -1,0 +1,333 @@
+"""Reads for pages: which requests and datasets a user sees, the queues, a request's page data,
+its equivalence classes and timeline. Nothing here changes state (see ``releases.services``).
+"""
+
+from __future__ import annotations
+
+from django.core.exceptions import PermissionDenied
+from django.core.paginator import Page, Paginator
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.http import Http404
+
+from .models import (
+    AuditEvent,
+    Dataset,
+    EquivalenceClass,
+    ReleaseFile,
+    ReleaseRequest,
+    Reproduction,
+    Review,
+    Role,
+    TermsAcceptance,
+)
+from .services import audit, lifecycle, package, roles
+from .services.review import required_approvals
+
+State = ReleaseRequest.State
+Decision = Review.Decision
+CLASSES_PER_PAGE = 25
+
+
+# --- Which requests a user sees ----------------------------------------------------------------
+
+
+def visible_requests(user) -> QuerySet[ReleaseRequest]:
+    """Requests the user may see (the queryset form of ``lifecycle.can_view``): every one for
+    officers, their own for stewards, for recipients the releases that name them."""
+    base = ReleaseRequest.objects.select_related("dataset", "requested_by")
+    if not user.is_authenticated:
+        return base.none()
+    if roles.is_officer(user):
+        return base.all()
+    condition = Q(pk__in=[])
+    if roles.is_steward(user):
+        condition |= Q(requested_by=user)
+    if roles.is_recipient(user):
+        condition |= Q(state__in=ReleaseRequest.RELEASED_STATES) & (
+            Q(recipients=user) | Q(recipient_groups__in=user.groups.all())
+        )
+    # A subquery: the joins on recipients and groups would repeat a request.
+    return base.filter(pk__in=ReleaseRequest.objects.filter(condition).values("pk"))
+
+
+def get_request_for(user, request_id: int) -> ReleaseRequest:
+    try:
+        return visible_requests(user).get(pk=request_id)
+    except ReleaseRequest.DoesNotExist:
+        raise Http404("No such release request.") from None
+
+
+def releases_for(user) -> QuerySet[ReleaseRequest]:
+    """Approved releases the user receives (or requested), also once revoked or expired."""
+    if not (roles.is_recipient(user) or roles.is_steward(user)):
+        raise PermissionDenied("Only recipients and data stewards have releases.")
+    mine = visible_requests(user).filter(state__in=ReleaseRequest.RELEASED_STATES)
+    if roles.is_officer(user):
+        # Officers see every request; their release list is what they requested or receive.
+        mine = mine.filter(
+            Q(requested_by=user) | Q(recipients=user) | Q(recipient_groups__in=user.groups.all())
+        ).distinct()
+    return mine.order_by("-decided_at", "-id")
+
+
+def datasets_for(user) -> QuerySet[Dataset]:
+    """The datasets a steward owns, newest first, with their request counts."""
+    roles.require(user, roles.STEWARDS, "see datasets")
+    return (
+        Dataset.objects.filter(owner=user)
+        .annotate(
+            request_count=Count("requests", distinct=True),
+            quasi_count=Count(
+                "columns", filter=Q(columns__role=Role.QUASI_IDENTIFIER), distinct=True
+            ),
+            unroled_count=Count("columns", filter=Q(columns__role=""), distinct=True),
+        )
+        .order_by("-created_at", "-id")
+    )  # aggregation drops Meta.ordering
+
+
+# --- The review queue ----------------------------------------------------------------------------
+
+QUEUE_FILTERS = {
+    "ready": Q(state=State.READY),
+    "changes": Q(state=State.CHANGES_REQUESTED),
+    "running": Q(state__in=[State.QUEUED, State.RUNNING]),
+    "approved": Q(state=State.APPROVED),
+    "rejected": Q(state=State.REJECTED),
+    "revoked": Q(state=State.REVOKED),
+    "expired": Q(state=State.EXPIRED),
+    "failed": Q(state__in=[State.FAILED, State.CANCELLED]),
+    "all": Q(),
+}
+
+
+def review_queue(user, state: str = "ready") -> QuerySet[ReleaseRequest]:
+    """Requests for officers, oldest first, with the officer's own vote on the current round."""
+    roles.require(user, roles.OFFICERS, "review release requests")
+    condition = QUEUE_FILTERS.get(state, QUEUE_FILTERS["ready"])
+    mine = Review.objects.filter(request=OuterRef("pk"), round=OuterRef("round"), reviewer=user)
+    return (
+        ReleaseRequest.objects.filter(condition)
+        .select_related("dataset", "requested_by")
+        .annotate(voted=Exists(mine), rounds_count=Count("rounds", distinct=True))
+        .order_by("submitted_at", "id")
+    )
+
+
+def waiting_count(user) -> int:
+    """Requests ready for review that this officer can still vote on."""
+    return review_queue(user, "ready").exclude(requested_by=user).filter(voted=False).count()
+
+
+# --- Votes a user may see ------------------------------------------------------------------------
+
+
+def votes_hidden_from(user, release_request: ReleaseRequest) -> bool:
+    """Blind voting: while a round is open, an officer sees others' votes only after voting."""
+    if release_request.state != State.READY:
+        return False
+    return not release_request.reviews.filter(
+        round=release_request.round, reviewer_id=user.pk
+    ).exists()
+
+
+def reviews_for(user, release_request: ReleaseRequest) -> list[Review]:
+    reviews = list(release_request.reviews.select_related("reviewer"))
+    if votes_hidden_from(user, release_request):
+        reviews = [r for r in reviews if r.round != release_request.round]
+    return reviews
+
+
+def approvals_so_far(release_request: ReleaseRequest) -> int:
+    """Approvals of this round that count: those of exactly the package now stored."""
+    return current_approvals(release_request).count()
+
+
+def current_approvals(release_request: ReleaseRequest) -> QuerySet[Review]:
+    return release_request.reviews.filter(
+        round=release_request.round,
+        decision=Decision.APPROVE,
+        package_sha256=release_request.package_sha256,
+    ).select_related("reviewer")
+
+
+def timeline_for(user, release_request: ReleaseRequest) -> list[AuditEvent]:
+    """The request's activity, without the open round's votes for a user who may not see them."""
+    events = list(audit.events_for_request(release_request))
+    if votes_hidden_from(user, release_request):
+        events = [
+            e
+            for e in events
+            if not (
+                e.action == AuditEvent.Action.REVIEW
+                and e.detail.get("round") == release_request.round
+            )
+        ]
+    return events
+
+
+#: What a recipient's timeline shows: the release's life, not how it was prepared.
+RECIPIENT_EVENTS = frozenset(
+    {
+        AuditEvent.Action.REVIEW,
+        AuditEvent.Action.TERMS_ACCEPTED,
+        AuditEvent.Action.DOWNLOAD,
+        AuditEvent.Action.REVOKE,
+        AuditEvent.Action.EXPIRE,
+    }
+)
+
+
+def recipient_timeline(user, release_request: ReleaseRequest) -> list[AuditEvent]:
+    """A recipient's own acceptance and downloads, and the release's approval, revocation and
+    expiry (never comments, which may quote the original)."""
+    events = AuditEvent.objects.filter(
+        request=release_request, action__in=RECIPIENT_EVENTS
+    ).select_related("actor")
+    out = []
+    for e in events:
+        if e.action == AuditEvent.Action.REVIEW and e.detail.get("decision") != Decision.APPROVE:
+            continue
+        if e.action in (AuditEvent.Action.TERMS_ACCEPTED, AuditEvent.Action.DOWNLOAD) and (
+            e.actor_id != user.pk
+        ):
+            continue
+        out.append(e)
+    return out
+
+
+# --- The package ---------------------------------------------------------------------------------
+
+
+def round_files(release_request: ReleaseRequest) -> list[ReleaseFile]:
+    """The current round's files, CSV, Excel, Parquet in that order."""
+    files = {f.format: f for f in release_request.files.filter(round=release_request.round)}
+    return [files[f] for f in ReleaseFile.ORDER if f in files]
+
+
+def latest_reproduction(release_request: ReleaseRequest) -> Reproduction | None:
+    return release_request.reproductions.filter(round=release_request.round).first()
+
+
+def terms_acceptance(user, release_request: ReleaseRequest) -> TermsAcceptance | None:
+    return TermsAcceptance.objects.filter(
+        request=release_request, user=user, terms_sha256=release_request.terms_sha256
+    ).first()
+
+
+def recipient_names(release_request: ReleaseRequest) -> dict:
+    return {
+        "users": [u.get_username() for u in release_request.recipients.order_by("username")],
+        "groups": [g.name for g in release_request.recipient_groups.order_by("name")],
+    }
+
+
+# --- Equivalence classes for the review page -----------------------------------------------------
+
+CLASS_ORDERINGS = {
+    "size": ("size", "id"),
+    "-size": ("-size", "id"),
+    "risk": ("-risk", "id"),
+    "flagged": ("-flagged", "size", "id"),
+}
+
+
+def classes_page(
+    release_request: ReleaseRequest,
+    page_number,
+    order: str = "size",
+    attribute: str = "",
+    value: str = "",
+) -> Page:
+    """Equivalence classes sorted and filtered for the table (smallest first by default)."""
+    classes: QuerySet[EquivalenceClass] = release_request.classes.all()
+    qis = [q["name"] for q in release_request.config.get("quasi_identifiers", [])]
+    if attribute in qis and value:
+        classes = classes.filter(**{f"values__{attribute}": value})
+    if order == "flagged":
+        classes = classes.annotate(flagged=Count("id", filter=~Q(fails=[]) | ~Q(borderline=[])))
+    ordering = CLASS_ORDERINGS.get(order, CLASS_ORDERINGS["size"])
+    return Paginator(classes.order_by(*ordering), CLASSES_PER_PAGE).get_page(page_number)
+
+
+# --- A request's page ----------------------------------------------------------------------------
+
+
+def quasi_identifier_levels(release_request: ReleaseRequest, with_examples: bool) -> list[dict]:
+    summary = release_request.summary or {}
+    levels = summary.get("levels") or {}
+    heights = summary.get("heights") or {}
+    loss = (summary.get("metrics") or {}).get("loss_per_attribute") or {}
+    examples = summary.get("examples") or {} if with_examples else {}
+    sources = {q["name"]: q for q in release_request.config.get("quasi_identifiers", [])}
+    return [
+        {
+            "name": name,
+            "level": levels.get(name),
+            "top": heights[name] - 1,
+            "height": heights[name],
+            "loss": loss.get(name),
+            "hierarchy": (sources.get(name) or {}).get("hierarchy", ""),
+            "examples": examples.get(name, []),
+        }
+        for name in heights
+    ]
+
+
+def unchanged_columns(summary: dict) -> list[dict]:
+    """The columns released as they are, each flagged when it looks identifying."""
+    from .services.review import UNCHANGED_UNIQUE_ROWS_LIMIT
+
+    return [
+        {
+            **column,
+            "looks_identifying": column["unique_row_share"] > UNCHANGED_UNIQUE_ROWS_LIMIT
+            or (column["suggested_role"] == Role.IDENTIFIER and not column.get("justification")),
+        }
+        for column in summary.get("unchanged") or []
+    ]
+
+
+def request_page(user, release_request: ReleaseRequest) -> dict:
+    """What the officer's and the requesting steward's page shows (the original included)."""
+    from .services import review  # the checks
+
+    summary = release_request.summary or {}
+    buttons = lifecycle.buttons(user, release_request)
+    return {
+        "req": release_request,
+        "summary": summary,
+        "levels": quasi_identifier_levels(release_request, with_examples=True),
+        "checks": review.checks(release_request) if summary else [],
+        "unchanged": unchanged_columns(summary),
+        "events": timeline_for(user, release_request),
+        "reviews": reviews_for(user, release_request),
+        "votes_hidden": votes_hidden_from(user, release_request),
+        "approvals": approvals_so_far(release_request),
+        "required_approvals": required_approvals(),
+        "rounds": list(release_request.rounds.all()),
+        "buttons": buttons,
+        "can_review": lifecycle.can_review(user, release_request),
+        "own_request": lifecycle.is_requester(user, release_request),
+        "files": round_files(release_request),
+        "terms_accepted": terms_acceptance(user, release_request),
+        "recipients": recipient_names(release_request),
+        "reproduction": latest_reproduction(release_request),
+        "xlsx_refusal": summary.get("xlsx_refusal")
+        or (package.xlsx_refusal(summary.get("rows_out", 0)) if summary else ""),
+    }
+
+
+def recipient_page(user, release_request: ReleaseRequest) -> dict:
+    """What a named recipient's page shows: facts about the extract only."""
+    from .services import report
+
+    return {
+        "req": release_request,
+        "report": report.build(release_request, report.RECIPIENT),
+        "buttons": lifecycle.buttons(user, release_request),
+        "terms_accepted": terms_acceptance(user, release_request),
+        "events": recipient_timeline(user, release_request),
+        "files": round_files(release_request),
+        "xlsx_refusal": (release_request.summary or {}).get("xlsx_refusal", ""),
+    }

@@ -1,0 +1,141 @@
+"""The release package: the extract's rows in a seeded random order, written as CSV, Excel
+and Parquet, each with its SHA-256, and one digest over them all that reviewers approve.
+
+The same functions serve the worker's run and an officer's reproduction: given the same input,
+configuration and seed they write the same bytes (nothing in the files depends on the time or
+the machine), which is what a reproduction checks.
+"""
+
+from __future__ import annotations
+
+import datetime
+import hashlib
+import importlib.metadata
+import secrets
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
+import xlsxwriter
+
+from ..engine.export import neutralise_formulas
+from ..models import ReleaseFile
+
+Format = ReleaseFile.Format
+
+#: Rows of a worksheet (1,048,576) less the header row.
+XLSX_MAX_ROWS = 1_048_575
+XLSX_SHEET = "release"
+#: Fixed document dates: an Excel file otherwise records when it was written.
+_XLSX_DATE = datetime.datetime(2000, 1, 1)
+CHUNK_BYTES = 1024 * 1024
+ENGINE_DIR = Path(__file__).resolve().parent.parent / "engine"
+
+
+def new_seed() -> int:
+    """A fresh seed for a round's shuffle (fits a signed 64-bit column)."""
+    return secrets.randbits(62)
+
+
+def shuffle(data: pd.DataFrame, seed: int) -> np.ndarray:
+    """The permutation that puts released rows in random order, the same for the same seed.
+
+    The input's order (by date, ID or place) must not survive into the extract."""
+    return np.random.default_rng(seed).permutation(len(data))
+
+
+def xlsx_refusal(rows: int) -> str:
+    """Why an extract of ``rows`` rows has no Excel file (empty when it has one)."""
+    if rows > XLSX_MAX_ROWS:
+        return (
+            f"Excel is not offered: the extract has {rows:,} rows and a worksheet holds at most "
+            f"{XLSX_MAX_ROWS:,} below its header. Use CSV or Parquet."
+        )
+    return ""
+
+
+def _write_csv(data: pd.DataFrame, path: Path) -> None:
+    neutralise_formulas(data).to_csv(path, index=False, encoding="utf-8", lineterminator="\n")
+
+
+def _write_xlsx(data: pd.DataFrame, path: Path) -> None:
+    safe = neutralise_formulas(data)
+    # constant_memory streams rows to disk; every cell is written as text, exactly as in CSV.
+    workbook = xlsxwriter.Workbook(
+        str(path),
+        {
+            "constant_memory": True,
+            "strings_to_numbers": False,
+            "strings_to_formulas": False,
+            "strings_to_urls": False,
+        },
+    )
+    workbook.set_properties({"created": _XLSX_DATE})
+    sheet = workbook.add_worksheet(XLSX_SHEET)
+    for col, name in enumerate(safe.columns):
+        sheet.write_string(0, col, str(name))
+    for row, values in enumerate(safe.itertuples(index=False, name=None), start=1):
+        for col, value in enumerate(values):
+            sheet.write_string(row, col, "" if value is None else str(value))
+    workbook.close()
+
+
+def _write_parquet(data: pd.DataFrame, path: Path) -> None:
+    # Parquet is no spreadsheet: values are written as they are, as strings.
+    table = pa.Table.from_pandas(data.astype(str), preserve_index=False)
+    pq.write_table(table, path, compression="zstd")
+
+
+WRITERS = {Format.CSV: _write_csv, Format.XLSX: _write_xlsx, Format.PARQUET: _write_parquet}
+SUFFIXES = {Format.CSV: ".csv", Format.XLSX: ".xlsx", Format.PARQUET: ".parquet"}
+
+
+def write_files(data: pd.DataFrame, directory: Path) -> dict[str, Path]:
+    """Write every format the extract can have into ``directory``; {format: local path}."""
+    out: dict[str, Path] = {}
+    for fmt in ReleaseFile.ORDER:
+        if fmt == Format.XLSX and xlsx_refusal(len(data)):
+            continue
+        path = directory / f"extract{SUFFIXES[fmt]}"
+        WRITERS[fmt](data, path)
+        out[fmt] = path
+    return out
+
+
+def sha256_file(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(CHUNK_BYTES):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def package_digest(hashes: dict[str, str]) -> str:
+    """SHA-256 over the sorted "format:sha256" lines of a round's files."""
+    lines = "".join(f"{fmt}:{hashes[fmt]}\n" for fmt in sorted(hashes))
+    return hashlib.sha256(lines.encode("ascii")).hexdigest()
+
+
+def engine_version() -> dict:
+    """The app's version and a fingerprint of the engine's source, to tell engines apart."""
+    digest = hashlib.sha256()
+    for source in sorted(ENGINE_DIR.rglob("*.py")):
+        digest.update(source.relative_to(ENGINE_DIR).as_posix().encode())
+        digest.update(source.read_bytes())
+    try:
+        version = importlib.metadata.version("anonymizer")
+    except importlib.metadata.PackageNotFoundError:
+        version = "unknown"
+    from .. import engine
+
+    return {
+        "app": version,
+        "engine": getattr(engine, "__version__", version),
+        "engine_source_sha256": digest.hexdigest(),
+        "pandas": pd.__version__,
+        "numpy": np.__version__,
+        "pyarrow": pa.__version__,
+        "xlsxwriter": xlsxwriter.__version__,
+    }

@@ -1,0 +1,416 @@
+"""The release report: one dictionary, shown as a page (printable to PDF) and downloaded as JSON.
+
+Two audiences. Recipients get facts about the extract only: what was released and how, the
+privacy models requested and achieved, figures computed on the released rows, who approved it
+and when, the files and their SHA-256, the compliance checklist. Nothing computed on the
+original data is in their report except two counts (rows in, rows suppressed), and neither are
+hierarchies nor the shuffle's seed (which would undo the random order). Officers and the
+requesting steward also get the risk before release, the columns released unchanged with their
+statistics, the checks, every review with its comment, and what a reproduction needs: the full
+configuration with the hierarchies, the seed and the engine's version.
+"""
+
+from __future__ import annotations
+
+from django.utils import timezone
+
+from ..models import UNCHANGED_ROLES, ReleaseRequest, Reproduction, Role
+from . import lifecycle, package
+
+RECIPIENT = "recipient"
+REVIEWER = "reviewer"
+REPORT_VERSION = 1
+RECOMMENDED_K = 5
+
+DONE, OPEN, NOT_APPLICABLE = "done", "open", "n/a"
+
+
+def audience_of(user, release_request: ReleaseRequest) -> str:
+    return REVIEWER if lifecycle.can_see_original(user, release_request) else RECIPIENT
+
+
+def _iso(value) -> str | None:
+    return value.isoformat() if value else None
+
+
+def _item(key: str, title: str, status: str, reason: str) -> dict:
+    return {"key": key, "item": title, "status": status, "reason": reason}
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(names) if names else "none"
+
+
+def compliance(release_request: ReleaseRequest, files: list, approvals: list) -> list[dict]:
+    """The checklist a data protection officer asks for, each item from facts the app holds."""
+    summary = release_request.summary or {}
+    snapshot = release_request.config or {}
+    roles = snapshot.get("roles", {})
+    suggested = snapshot.get("suggested", {})
+    items = []
+
+    suggested_ids = [n for n, s in suggested.items() if s.get("role") == Role.IDENTIFIER]
+    released_ids = [n for n in suggested_ids if roles.get(n) in UNCHANGED_ROLES]
+    if released_ids:
+        justified = [n for n in released_ids if snapshot.get("justifications", {}).get(n)]
+        items.append(
+            _item(
+                "direct_identifiers",
+                "Direct identifiers removed",
+                OPEN,
+                f"Released as they are: {_names(released_ids)}"
+                + (f" (justified: {_names(justified)})." if justified else "."),
+            )
+        )
+    else:
+        dropped = snapshot.get("identifiers", [])
+        withheld = snapshot.get("withheld", [])
+        items.append(
+            _item(
+                "direct_identifiers",
+                "Direct identifiers removed",
+                DONE,
+                f"Dropped: {_names(dropped)}; withheld: {_names(withheld)}. No column that looks "
+                "like a direct identifier is released."
+                if "roles" in snapshot
+                else f"Dropped: {_names(dropped)}.",
+            )
+        )
+
+    qis = [q["name"] for q in snapshot.get("quasi_identifiers", [])]
+    suggested_qis = [n for n, s in suggested.items() if s.get("role") == Role.QUASI_IDENTIFIER]
+    unchanged_qis = [n for n in suggested_qis if roles.get(n) in UNCHANGED_ROLES]
+    if not qis:
+        items.append(
+            _item("quasi_identifiers", "Quasi-identifiers identified", OPEN, "None tagged.")
+        )
+    elif unchanged_qis:
+        items.append(
+            _item(
+                "quasi_identifiers",
+                "Quasi-identifiers identified",
+                OPEN,
+                f"Generalized: {_names(qis)}; but {_names(unchanged_qis)}, which look like "
+                "quasi-identifiers, are released unchanged.",
+            )
+        )
+    else:
+        items.append(
+            _item(
+                "quasi_identifiers",
+                "Quasi-identifiers identified",
+                DONE,
+                f"Generalized: {_names(qis)}.",
+            )
+        )
+
+    achieved = summary.get("achieved", {})
+    k_achieved = achieved.get("k") or 0
+    if not summary:
+        status, reason = OPEN, "No result yet."
+    elif k_achieved < release_request.k:
+        status, reason = (
+            OPEN,
+            f"Smallest class {k_achieved}, below the k={release_request.k} asked.",
+        )
+    elif release_request.k < RECOMMENDED_K:
+        status = OPEN
+        reason = f"k={release_request.k} is below the recommended {RECOMMENDED_K}."
+    else:
+        status = DONE
+        reason = f"k={release_request.k} asked, smallest equivalence class {k_achieved}."
+    items.append(_item("k_anonymity", "k-anonymity applied (k ≥ 5 recommended)", status, reason))
+
+    sensitive = snapshot.get("sensitive", [])
+    title = "l-diversity or t-closeness verified for sensitive attributes"
+    if not sensitive:
+        items.append(_item("sensitive", title, NOT_APPLICABLE, "No column is tagged sensitive."))
+    elif release_request.l_diversity is None and release_request.t_closeness is None:
+        items.append(
+            _item(
+                "sensitive",
+                title,
+                OPEN,
+                f"Sensitive columns {_names(sensitive)} are released without l-diversity or "
+                "t-closeness.",
+            )
+        )
+    else:
+        parts = []
+        if release_request.l_diversity is not None:
+            lows = achieved.get("l") or {}
+            ok = all(v is None or v + 1e-9 >= release_request.l_diversity for v in lows.values())
+            parts.append((ok, f"{release_request.l_variant} l={release_request.l_diversity:g}"))
+        if release_request.t_closeness is not None:
+            highs = achieved.get("t") or {}
+            ok = all(v <= release_request.t_closeness + 1e-9 for v in highs.values())
+            parts.append((ok, f"t={release_request.t_closeness:g}"))
+        met = all(ok for ok, _ in parts) and bool(summary)
+        items.append(
+            _item(
+                "sensitive",
+                title,
+                DONE if met else OPEN,
+                f"{' and '.join(p for _, p in parts)} on {_names(sensitive)}: "
+                + ("met by every class." if met else "not met."),
+            )
+        )
+
+    risk = summary.get("risk_after")
+    covers = summary.get("risk_covers") or {}
+    if risk:
+        not_covered = covers.get("not_covered", [])
+        items.append(
+            _item(
+                "risk",
+                "Re-identification risk assessed and documented",
+                DONE,
+                f"Prosecutor risk on the extract: highest {risk['highest']:.1%}, records at risk "
+                f"{risk['records_at_risk']:.1%}, computed on {_names(covers.get('quasi_identifiers', qis))}"
+                + (
+                    f"; it does not cover the columns released unchanged ({_names(not_covered)})."
+                    if not_covered
+                    else "."
+                ),
+            )
+        )
+    else:
+        items.append(
+            _item("risk", "Re-identification risk assessed and documented", OPEN, "No result yet.")
+        )
+
+    named = release_request.recipients.count() + release_request.recipient_groups.count()
+    if not release_request.terms.strip():
+        status, reason = OPEN, "The release has no terms of use."
+    elif not named:
+        status, reason = OPEN, "No recipient is named on the release."
+    else:
+        accepted = release_request.terms_acceptances.filter(
+            terms_sha256=release_request.terms_sha256
+        ).count()
+        status = DONE
+        reason = (
+            f"Terms of use (SHA-256 {release_request.terms_sha256[:12]}…) for the named "
+            f"recipients; accepted {accepted} time{'s' if accepted != 1 else ''} before download."
+        )
+    items.append(_item("agreement", "Data sharing agreement in place", status, reason))
+
+    reproduction = release_request.reproductions.filter(round=release_request.round).first()
+    if not files:
+        status, reason = OPEN, "No package yet."
+    elif reproduction is None:
+        status = OPEN
+        reason = (
+            "The configuration, hierarchies, seed and engine version are kept and every step is "
+            "in the audit log, but no officer has re-run it yet."
+        )
+    elif reproduction.state == Reproduction.State.IDENTICAL:
+        status = DONE
+        reason = (
+            "Configuration, hierarchies, seed and engine version kept, every step in the audit "
+            f"log; re-run on {reproduction.finished_at:%Y-%m-%d} gave identical bytes."
+        )
+    else:
+        status = OPEN
+        reason = f"The last re-run is {reproduction.get_state_display().lower()}."
+        if reproduction.error:
+            reason += f" {reproduction.error}"
+    items.append(_item("reproducible", "Process documented and reproducible", status, reason))
+    return items
+
+
+def _columns(release_request: ReleaseRequest, audience: str) -> list[dict]:
+    summary = release_request.summary or {}
+    snapshot = release_request.config or {}
+    levels = summary.get("levels") or {}
+    heights = summary.get("heights") or {}
+    sources = {q["name"]: q for q in snapshot.get("quasi_identifiers", [])}
+    roles = snapshot.get("roles") or {
+        **{n: Role.IDENTIFIER for n in snapshot.get("identifiers", [])},
+        **{n: Role.QUASI_IDENTIFIER for n in sources},
+        **{n: Role.SENSITIVE for n in snapshot.get("sensitive", [])},
+        **{n: Role.INSENSITIVE for n in snapshot.get("insensitive", [])},
+    }
+    out = []
+    for name, role in roles.items():
+        column = {
+            "name": name,
+            "role": role or "",
+            "role_label": Role(role).label if role else "No role (withheld)",
+            "released": role in (Role.QUASI_IDENTIFIER, *UNCHANGED_ROLES),
+        }
+        if role == Role.QUASI_IDENTIFIER:
+            column["level"] = levels.get(name)
+            column["height"] = heights.get(name)
+            column["hierarchy"] = sources[name].get("hierarchy", "")
+            column["treatment"] = (
+                f"generalized to level {levels[name]} of {heights[name] - 1}"
+                if levels.get(name) is not None and name in heights
+                else "generalized by local recoding"
+            )
+        elif role in UNCHANGED_ROLES:
+            column["treatment"] = "released unchanged"
+            justification = snapshot.get("justifications", {}).get(name)
+            if justification and audience == REVIEWER:
+                column["justification"] = justification
+        elif role == Role.IDENTIFIER:
+            column["treatment"] = "dropped"
+        else:
+            column["treatment"] = "withheld"
+        out.append(column)
+    return out
+
+
+def build(release_request: ReleaseRequest, audience: str) -> dict:
+    """The report of the request's current round for ``audience`` (RECIPIENT or REVIEWER)."""
+    from ..selectors import current_approvals, recipient_names, round_files
+    from .review import checks
+
+    summary = release_request.summary or {}
+    files = round_files(release_request)
+    approvals = list(current_approvals(release_request))
+    stem = _stem(release_request)
+    released = release_request.state in ReleaseRequest.RELEASED_STATES
+    report: dict = {
+        "report_version": REPORT_VERSION,
+        "generated_at": timezone.now().isoformat(),
+        "audience": audience,
+        "release": {
+            "id": release_request.pk,
+            "round": release_request.round,
+            "state": release_request.effective_state,
+            "state_label": release_request.effective_state_label,
+            "requested_by": release_request.requested_by.get_username(),
+            "submitted_at": _iso(release_request.submitted_at),
+            "approved_at": _iso(release_request.decided_at) if released else None,
+            "expires_at": _iso(release_request.expires_at),
+            "revoked": {
+                "at": _iso(release_request.revoked_at),
+                "by": release_request.revoked_by.get_username(),
+                "reason": release_request.revocation_reason,
+            }
+            if release_request.revoked_at
+            else None,
+        },
+        "dataset": {
+            "name": release_request.dataset.name,
+            "sha256": release_request.dataset.sha256,
+            "rows": summary.get("rows_in"),
+        },
+        "extract": {
+            "rows": summary.get("rows_out"),
+            "columns": summary.get("released_columns", []),
+            "sha256": release_request.extract_sha256,
+            "package_sha256": release_request.package_sha256,
+            "row_order": "shuffled at random (seeded), not the input's order",
+            "files": [
+                {
+                    "format": f.format,
+                    "filename": f"{stem}{package.SUFFIXES[f.format]}",
+                    "sha256": f.sha256,
+                    "size_bytes": f.size_bytes,
+                }
+                for f in files
+            ],
+            "not_offered": {"xlsx": summary["xlsx_refusal"]} if summary.get("xlsx_refusal") else {},
+        },
+        "columns": _columns(release_request, audience),
+        "privacy": {
+            "model": release_request.model_description,
+            "algorithm": release_request.algorithm,
+            "algorithm_label": release_request.get_algorithm_display(),
+            "requested": {
+                "k": release_request.k,
+                "l": release_request.l_diversity,
+                "l_variant": release_request.l_variant if release_request.l_diversity else None,
+                "c": release_request.c,
+                "t": release_request.t_closeness,
+                "t_distance": release_request.t_distance
+                if release_request.t_closeness is not None
+                else None,
+                "suppression_limit": release_request.suppression_limit,
+            },
+            "achieved": summary.get("achieved", {}),
+            "heuristic": summary.get("heuristic", False),
+        },
+        "suppression": {
+            "rows_in": summary.get("rows_in"),
+            "rows_out": summary.get("rows_out"),
+            "suppressed": summary.get("suppressed"),
+            "limit": release_request.suppression_limit,
+        },
+        "utility": {
+            "classes": summary.get("classes"),
+            "average_class_size": (summary.get("metrics") or {}).get("average_class_size"),
+            "class_size_histogram": summary.get("class_size_histogram", []),
+        },
+        "risk": {
+            "model": "prosecutor",
+            "after": summary.get("risk_after"),
+            "covers": summary.get("risk_covers")
+            or {"quasi_identifiers": summary.get("quasi_identifiers", []), "not_covered": []},
+        },
+        "approvals": [
+            {"by": r.reviewer.get_username(), "at": _iso(r.created_at)} for r in approvals
+        ],
+        "terms": {
+            "text": release_request.terms,
+            "sha256": release_request.terms_sha256,
+        },
+        "compliance": compliance(release_request, files, approvals),
+    }
+    if audience == REVIEWER:
+        report["utility"]["metrics"] = summary.get("metrics", {})
+        report["risk"]["before"] = summary.get("risk_before")
+        report["unchanged"] = summary.get("unchanged")
+        report["checks"] = [
+            {"name": c.name, "passed": c.passed, "detail": c.detail}
+            for c in (checks(release_request) if summary else [])
+        ]
+        report["reviews"] = [
+            {
+                "round": r.round,
+                "by": r.reviewer.get_username(),
+                "decision": r.decision,
+                "comment": r.comment,
+                "package_sha256": r.package_sha256,
+                "at": _iso(r.created_at),
+            }
+            for r in release_request.reviews.select_related("reviewer").order_by(
+                "round", "created_at", "id"
+            )
+            if r.round < release_request.round
+            or release_request.state != ReleaseRequest.State.READY
+        ]
+        report["recipients"] = recipient_names(release_request)
+        report["terms"]["accepted_by"] = [
+            {"user": a.user.get_username(), "at": _iso(a.accepted_at)}
+            for a in release_request.terms_acceptances.select_related("user").filter(
+                terms_sha256=release_request.terms_sha256
+            )
+        ]
+        last = release_request.reproductions.filter(round=release_request.round).first()
+        report["reproduction"] = {
+            "engine": package.engine_version(),
+            "shuffle_seed": release_request.shuffle_seed,
+            "parameters": report["privacy"]["requested"] | {"algorithm": release_request.algorithm},
+            "configuration": release_request.config,
+            "last_run": {
+                "state": last.state,
+                "at": _iso(last.finished_at or last.created_at),
+                "by": last.requested_by.get_username(),
+                "outcome": last.outcome,
+            }
+            if last
+            else None,
+        }
+    return report
+
+
+def _stem(release_request: ReleaseRequest) -> str:
+    from .downloads import filename_stem
+
+    return filename_stem(release_request)
+
+
+__all__ = ["RECIPIENT", "REVIEWER", "audience_of", "build", "compliance"]

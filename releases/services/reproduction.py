@@ -1,0 +1,113 @@
+"""Reproducing a release: re-run it from the stored input with the stored configuration,
+hierarchies and seed, and compare every file's SHA-256 with the approved package.
+
+An officer asks for it (``request_reproduction``); a worker runs it (``reproduce``). The new
+files are written to a temporary folder and thrown away: only their hashes are kept.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+from pathlib import Path
+
+from django.conf import settings
+from django.db import transaction
+from django.http import Http404
+from django.utils import timezone
+
+from ..engine import EngineError
+from ..models import AuditEvent, ReleaseRequest, Reproduction
+from . import InvalidInput, audit, datasets, dispatch, lifecycle, package, release
+
+logger = logging.getLogger(__name__)
+
+RState = Reproduction.State
+
+
+def request_reproduction(user, request_id: int) -> Reproduction:
+    """Queue a re-run of the request's current round (officers)."""
+    with transaction.atomic():
+        try:
+            release_request = (
+                ReleaseRequest.objects.select_for_update()
+                .select_related("dataset")
+                .get(pk=request_id)
+            )
+        except ReleaseRequest.DoesNotExist:
+            raise Http404("No such release request.") from None
+        lifecycle.check_reproduce(user, release_request)
+        reproduction = Reproduction.objects.create(
+            request=release_request, round=release_request.round, requested_by=user
+        )
+        audit.record(
+            AuditEvent.Action.REPRODUCE,
+            user,
+            request=release_request,
+            round=release_request.round,
+        )
+        dispatch.enqueue("releases.reproduce_release", reproduction.pk)
+    return reproduction
+
+
+def _finish(reproduction: Reproduction, state: str, outcome: dict, error: str = "") -> None:
+    with transaction.atomic():
+        Reproduction.objects.filter(pk=reproduction.pk).update(
+            state=state, outcome=outcome, error=error, finished_at=timezone.now()
+        )
+        audit.record(
+            AuditEvent.Action.REPRODUCED,
+            None,
+            request=reproduction.request,
+            round=reproduction.round,
+            outcome=state,
+            files=outcome,
+            reason=error,
+        )
+
+
+def reproduce(reproduction_id: int) -> Reproduction | None:
+    """Re-run the round and compare; the outcome is stored on the reproduction and audited."""
+    claimed = Reproduction.objects.filter(pk=reproduction_id, state=RState.QUEUED).update(
+        state=RState.RUNNING
+    )
+    reproduction = (
+        Reproduction.objects.select_related("request__dataset").filter(pk=reproduction_id).first()
+    )
+    if not claimed or reproduction is None:
+        return reproduction
+    release_request = reproduction.request
+    if release_request.round != reproduction.round:
+        _finish(reproduction, RState.FAILED, {}, "The request moved on to another round.")
+        return reproduction
+    expected = {f.format: f.sha256 for f in release_request.files.filter(round=reproduction.round)}
+    try:
+        frame = datasets.load_frame(release_request.dataset)
+        built = release.build_release(
+            frame,
+            release_request.config,
+            release.ReleaseParameters.of(release_request),
+            release_request.shuffle_seed,
+        )
+        with tempfile.TemporaryDirectory(dir=settings.FILE_UPLOAD_TEMP_DIR) as folder:
+            written = package.write_files(built.data, Path(folder))
+            got = {fmt: package.sha256_file(path) for fmt, path in written.items()}
+    except (EngineError, InvalidInput) as exc:
+        _finish(reproduction, RState.FAILED, {}, str(exc))
+    except Exception:
+        logger.exception("Reproduction %s failed", reproduction_id)
+        _finish(
+            reproduction,
+            RState.FAILED,
+            {},
+            "The re-run stopped because of an internal error (see the worker's log).",
+        )
+    else:
+        outcome = {
+            fmt: {"expected": expected.get(fmt, ""), "got": got.get(fmt, "")}
+            for fmt in sorted(set(expected) | set(got))
+        }
+        identical = bool(expected) and all(o["expected"] == o["got"] for o in outcome.values())
+        _finish(reproduction, RState.IDENTICAL if identical else RState.DIFFERENT, outcome)
+    reproduction.refresh_from_db()
+    return reproduction
