@@ -49,7 +49,12 @@ $PY manage.py runserver "127.0.0.1:${PORT}" --noreload &
 pids+=($!)
 sleep 1
 echo
-$PY manage.py seed_demo
+if [ "${DEMO_RELEASE:-0}" = "1" ]; then
+  # Also an approved Adult release naming "recipient" (runs in this process; a few seconds).
+  $PY manage.py seed_demo --with-release
+else
+  $PY manage.py seed_demo
+fi
 echo
 echo "Anonymizer is running on http://127.0.0.1:${PORT}  (Ctrl-C stops it)"
 # Stop everything as soon as one of the processes ends.

@@ -14,7 +14,7 @@ from releases.models import AuditEvent, Dataset, ReleaseRequest, Role
 from releases.services import InvalidInput, audit, datasets, downloads, release, review, storage
 from tests.conftest import ADULT, ADULT_QUASI_IDENTIFIERS, csv_upload, hierarchy_upload
 from tests.support.factories import make_dataset
-from tests.support.workflow import approve, download, request_release
+from tests.support.workflow import approve, download, request_release, tag
 
 pytestmark = pytest.mark.django_db
 
@@ -28,15 +28,6 @@ def synthetic_csv(rows: int = 300, seed: int = 7) -> str:
             f"{rng.choice(['F', 'M'])},{rng.choice(['flu', 'asthma', 'diabetes', '=cmd|calc'])}"
         )
     return "\n".join(lines) + "\n"
-
-
-def tag(user, dataset: Dataset, roles: dict[str, str], rest: str | None = Role.WITHHELD) -> None:
-    """Give the named columns their roles, and every other column without a role ``rest``
-    (withheld unless said otherwise; ``None`` leaves them without a role)."""
-    for column in dataset.columns.all():
-        role = roles.get(column.name, rest if not column.role else None)
-        if role is not None:
-            datasets.set_column_role(user, dataset, column.pk, role)
 
 
 def extract_frame(release_request: ReleaseRequest) -> pd.DataFrame:

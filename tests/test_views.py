@@ -8,7 +8,7 @@ import pytest
 from django.urls import reverse
 
 from releases.models import AuditEvent, Dataset, ReleaseRequest, Role
-from releases.services import profiling, release, review
+from releases.services import profiling, release
 from tests.conftest import csv_upload
 from tests.support.factories import make_dataset
 from tests.support.workflow import approve, request_release

@@ -286,7 +286,9 @@ def build(release_request: ReleaseRequest, audience: str) -> dict:
             "expires_at": _iso(release_request.expires_at),
             "revoked": {
                 "at": _iso(release_request.revoked_at),
-                "by": release_request.revoked_by.get_username(),
+                "by": release_request.revoked_by.get_username()
+                if release_request.revoked_by
+                else None,
                 "reason": release_request.revocation_reason,
             }
             if release_request.revoked_at

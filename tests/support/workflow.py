@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from releases.models import ReleaseRequest
-from releases.services import release
+from releases.models import Dataset, ReleaseRequest, Role
+from releases.services import datasets, release
 from releases.services.release import ReleaseParameters
 
 
@@ -41,3 +41,12 @@ def download(user, release_request: ReleaseRequest, fmt: str = "csv") -> bytes:
         sharing.accept_terms(user, release_request.pk)
     prepared = downloads.open_download(user, release_request.pk, fmt)
     return storage.read_bytes(prepared.path)
+
+
+def tag(user, dataset: Dataset, roles: dict[str, str], rest: str | None = Role.WITHHELD) -> None:
+    """Give the named columns their roles, and every other column without a role ``rest``
+    (withheld unless said otherwise; ``None`` leaves them without a role)."""
+    for column in dataset.columns.all():
+        role = roles.get(column.name, rest if not column.role else None)
+        if role is not None:
+            datasets.set_column_role(user, dataset, column.pk, role)

@@ -2,15 +2,23 @@
 
 Passwords are generated on the first run and kept in ``var/demo-accounts.txt`` (outside the
 repository), so running it again prints the same accounts.
+
+``--with-release`` also makes an approved release to look at: the Adult dataset from
+``tests/data/adult/`` uploaded by ``steward``, its eight quasi-identifiers tagged with ARX's
+hierarchies and ``workclass`` released as is, a k=5 / 5 % optimal release approved by
+``officer`` with ``recipient`` named on it, and one reproduction. It runs in this process
+(Celery eager), through the same services a person uses; a second run leaves it as it is.
 """
 
 import json
 import secrets
+from pathlib import Path
 
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
-from django.core.management.base import BaseCommand
+from django.core.files import File
+from django.core.management.base import BaseCommand, CommandError
 
 from releases.services import roles
 
@@ -20,10 +28,29 @@ DEMO_ACCOUNTS = [
     ("officer2", roles.OFFICERS),
     ("recipient", roles.RECIPIENTS),
 ]
+ADULT = Path(settings.BASE_DIR) / "tests" / "data" / "adult"
+ADULT_QUASI_IDENTIFIERS = [
+    "age",
+    "education",
+    "marital-status",
+    "native-country",
+    "occupation",
+    "race",
+    "salary-class",
+    "sex",
+]
+DEMO_DATASET = "Adult census extract (demo)"
 
 
 class Command(BaseCommand):
     help = "Create demo accounts for a data steward, two privacy officers and a recipient."
+
+    def add_arguments(self, parser) -> None:
+        parser.add_argument(
+            "--with-release",
+            action="store_true",
+            help="Also create the Adult dataset with an approved k=5 release naming 'recipient'.",
+        )
 
     def handle(self, *args, **options) -> None:
         store = settings.VAR_DIR / "demo-accounts.txt"
@@ -45,3 +72,64 @@ class Command(BaseCommand):
         self.stdout.write("Demo accounts (user name / password / role):")
         for username, group_name in DEMO_ACCOUNTS:
             self.stdout.write(f"  {username:<10} {passwords[username]:<14} {group_name}")
+        if options["with_release"]:
+            self.seed_release()
+
+    def seed_release(self) -> None:
+        from anonymizer_site.celery import app as celery_app
+        from releases.models import Dataset, ReleaseRequest, Role
+        from releases.services import datasets, release, reproduction, review
+        from releases.services.release import ReleaseParameters, Sharing
+
+        users = get_user_model().objects
+        steward = users.get(username="steward")
+        officer = users.get(username="officer")
+        recipient = users.get(username="recipient")
+        done = ReleaseRequest.objects.filter(
+            dataset__owner=steward,
+            dataset__name=DEMO_DATASET,
+            state__in=ReleaseRequest.RELEASED_STATES,
+        ).first()
+        if done is not None:
+            self.stdout.write(f"The demo release is there: /requests/{done.pk}/")
+            return
+        if not (ADULT / "adult.csv").exists():
+            raise CommandError(f"The Adult data is not here ({ADULT}); it comes with the source.")
+        self.stdout.write("Creating the demo release (Adult, k=5, 5 % suppression)...")
+        # The workflow's tasks run in this process, one after the other.
+        eager = celery_app.conf.task_always_eager
+        celery_app.conf.task_always_eager = True
+        try:
+            with open(ADULT / "adult.csv", "rb") as handle:
+                dataset = datasets.create_dataset(
+                    steward, File(handle, name="adult.csv"), name=DEMO_DATASET
+                )
+            dataset = Dataset.objects.get(pk=dataset.pk)
+            if not dataset.is_ready:
+                raise CommandError(f"The demo dataset was not profiled: {dataset.error}")
+            for column in dataset.columns.all():
+                if column.name in ADULT_QUASI_IDENTIFIERS:
+                    datasets.set_column_role(steward, dataset, column.pk, Role.QUASI_IDENTIFIER)
+                    path = ADULT / f"adult_hierarchy_{column.name}.csv"
+                    with open(path, "rb") as hierarchy:
+                        datasets.set_hierarchy_file(
+                            steward, dataset, column.pk, File(hierarchy, name=path.name)
+                        )
+                else:
+                    datasets.set_column_role(steward, dataset, column.pk, Role.INSENSITIVE)
+            release_request = release.request_release(
+                steward,
+                dataset,
+                ReleaseParameters(k=5, suppression_limit=0.05),
+                Sharing(recipients=[recipient]),
+            )
+            release_request.refresh_from_db()
+            if release_request.state != ReleaseRequest.State.READY:
+                raise CommandError(f"The demo release did not run: {release_request.error}")
+            review.review(officer, release_request.pk, "approve", "Demo: k=5 met, 5 % suppressed.")
+            reproduction.request_reproduction(officer, release_request.pk)
+        finally:
+            celery_app.conf.task_always_eager = eager
+        self.stdout.write(
+            f"Demo release approved by officer for recipient: /requests/{release_request.pk}/"
+        )

@@ -1,0 +1,118 @@
+"""One release request and a person in every role, made once for a whole test module.
+
+Tests that ask many questions of the same request (every role x action x state) share it: the
+module's fixture writes it outside the tests' transactions, each test changes what it likes
+inside its own transaction (rolled back), and the fixture removes everything at the end.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import random
+import shutil
+import tempfile
+from pathlib import Path
+from unittest import mock
+
+from django.contrib.auth.models import AnonymousUser, User
+from django.test import override_settings
+
+from releases.models import (
+    AuditEvent,
+    Dataset,
+    ReleaseRequest,
+    Reproduction,
+    Review,
+    Role,
+    TermsAcceptance,
+)
+from releases.services import dispatch, roles, sharing
+from tests.support import factories
+from tests.support.workflow import request_release, run, tag
+
+#: The people: who they are to the request.
+PEOPLE = (
+    "requester",
+    "other_steward",
+    "officer",
+    "named_recipient",
+    "accepted_recipient",
+    "other_recipient",
+    "anonymous",
+)
+
+
+def people_csv(rows: int = 300, seed: int = 5) -> str:
+    rng = random.Random(seed)
+    lines = ["name,age,zip,sex,diagnosis"]
+    for i in range(rows):
+        lines.append(
+            f"Person {i},{rng.randint(18, 90)},{rng.choice(['02139', '02141'])},"
+            f"{rng.choice('FM')},{rng.choice(['flu', 'asthma', 'gout'])}"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _user(username: str, *groups: str) -> User:
+    from tests.conftest import make_user
+
+    return make_user(username, *groups)
+
+
+@contextlib.contextmanager
+def world(django_db_blocker, content: str | None = None, tagging: dict | None = None):
+    """Users in every role and a request run to "ready for review" naming two recipients, one
+    of whom has accepted its terms. Yields a dict: the people, the request, the media folder."""
+    media = Path(tempfile.mkdtemp(prefix="anonymizer-world-"))
+    # Outside a test's transaction work would be sent to a broker at once: here it is run in
+    # this process instead (``run``), so nothing is sent.
+    with (
+        django_db_blocker.unblock(),
+        override_settings(MEDIA_ROOT=media),
+        mock.patch.object(dispatch, "send"),
+    ):
+        try:
+            people = {
+                "requester": _user("w-steward", roles.STEWARDS),
+                "other_steward": _user("w-steward2", roles.STEWARDS),
+                "officer": _user("w-officer", roles.OFFICERS),
+                "named_recipient": _user("w-recipient", roles.RECIPIENTS),
+                "accepted_recipient": _user("w-recipient-ok", roles.RECIPIENTS),
+                "other_recipient": _user("w-recipient2", roles.RECIPIENTS),
+                "anonymous": AnonymousUser(),
+            }
+            steward = people["requester"]
+            dataset = factories.make_dataset(steward, content or people_csv(), "people.csv")
+            tag(
+                steward,
+                dataset,
+                tagging
+                or {
+                    "name": Role.IDENTIFIER,
+                    "age": Role.QUASI_IDENTIFIER,
+                    "sex": Role.QUASI_IDENTIFIER,
+                    "diagnosis": Role.SENSITIVE,
+                },
+            )
+            release_request = run(request_release(steward, dataset, k=5, suppression_limit=0.05))
+            assert release_request.state == ReleaseRequest.State.READY, release_request.error
+            release_request.recipients.add(people["named_recipient"], people["accepted_recipient"])
+            # Accepted while approved (the only state it can be), then back to ready.
+            ReleaseRequest.objects.filter(pk=release_request.pk).update(
+                state=ReleaseRequest.State.APPROVED
+            )
+            sharing.accept_terms(people["accepted_recipient"], release_request.pk)
+            ReleaseRequest.objects.filter(pk=release_request.pk).update(
+                state=ReleaseRequest.State.READY
+            )
+            release_request.refresh_from_db()
+            yield {"people": people, "request": release_request, "media": media}
+        finally:
+            AuditEvent.objects.all().delete()
+            TermsAcceptance.objects.all().delete()
+            Reproduction.objects.all().delete()
+            Review.objects.all().delete()
+            ReleaseRequest.objects.all().delete()
+            Dataset.objects.all().delete()
+            User.objects.filter(username__startswith="w-").delete()
+            shutil.rmtree(media, ignore_errors=True)
