@@ -1,12 +1,16 @@
 """The whole release path in Debian's chromium, against real web, worker and Redis processes.
 
-A steward uploads Adult, tags eight quasi-identifiers with ARX's hierarchies and requests
-k=5 with 5% suppression; an officer approves; a recipient downloads; the downloaded CSV is
-checked 5-anonymous with pycanon.
+A steward uploads Adult, tags eight quasi-identifiers with ARX's hierarchies and gives the last
+column an explicit role, names the recipient and requests k=5 with 5% suppression; an officer
+approves; the named recipient accepts the terms of use, downloads CSV, Excel and Parquet (each
+checked against the SHA-256 the page shows, the CSV checked 5-anonymous with pycanon) and prints
+the release report to PDF.
 """
 
 from __future__ import annotations
 
+import hashlib
+import io
 import re
 
 import pandas as pd
@@ -46,9 +50,16 @@ def test_upload_tag_request_review_approve_download(browser, stack, tmp_path):
         expect(page.locator(f"tr[data-column='{name}'] .hierarchy-status")).to_contain_text(
             f"adult_hierarchy_{name}.csv"
         )
-    expect(page.locator("tr[data-column='workclass'] select")).to_have_value("insensitive")
+    # Nothing leaves without a decision: workclass has no role yet, and the request says so.
+    expect(page.locator("tr[data-column='workclass'] select")).to_have_value("")
+    expect(page.locator("#unroled")).to_contain_text("workclass")
+    wait_for_htmx(page)
+    page.locator("tr[data-column='workclass'] select").select_option("insensitive")
+    expect(page.locator("#unroled")).to_have_count(0)
 
-    # The request: k=5, 5% suppression; the page follows the run live until it is ready.
+    # The request: k=5, 5% suppression, for the recipient; the page follows the run live.
+    wait_for_htmx(page)
+    page.get_by_role("checkbox", name="recipient", exact=True).check()
     page.fill("input[name=k]", "5")
     page.fill("input[name=suppression_percent]", "5")
     page.click("button:has-text('Request release')")
@@ -80,19 +91,43 @@ def test_upload_tag_request_review_approve_download(browser, stack, tmp_path):
     expect(page.locator("[data-state]")).to_have_text("Approved")
     context.close()
 
-    # The recipient downloads the approved extract.
+    # The named recipient sees the recipient's page: downloads wait for the terms of use.
     context, page = log_in(browser, stack, "recipient")
-    page.click("text=Approved releases")
+    page.click("nav >> text=Releases")
     page.click(f"a[href='{request_url.removeprefix(stack['url'])}']")
-    with page.expect_download() as download_info:
-        page.click("#download-extract")
-    target = tmp_path / "extract.csv"
-    download_info.value.save_as(target)
+    expect(page.locator("h1")).to_contain_text("Release #")
+    expect(page.locator("#download-csv")).to_have_count(0)
+    expect(page.locator("[data-reason-for=download]")).to_contain_text("Accept the terms")
+    page.click("#accept-terms-form button")
+    expect(page.locator("#terms-accepted")).to_be_visible()
+    digests = {}
+    for fmt in ("csv", "xlsx", "parquet"):
+        shown = page.locator(f"#files code[data-sha256-for={fmt}]").inner_text().strip()
+        with page.expect_download() as download_info:
+            page.click(f"#download-{fmt}")
+        target = tmp_path / f"extract.{fmt}"
+        download_info.value.save_as(target)
+        digests[fmt] = hashlib.sha256(target.read_bytes()).hexdigest()
+        assert digests[fmt] == shown, fmt
     page.reload()
-    expect(page.locator(".audit")).to_contain_text("recipient downloaded extract")
-    context.close()
+    expect(page.locator(".audit")).to_contain_text("recipient accepted the terms of use")
+    expect(page.locator(".audit")).to_contain_text("recipient downloaded extract (parquet)")
 
-    extract = pd.read_csv(target, dtype=str, keep_default_na=False)
+    # The release report, printed to PDF by chromium, carries the extract's SHA-256.
+    page.click("#report-link")
+    expect(page.locator("#report-compliance")).to_contain_text("k-anonymity applied")
+    pdf = page.pdf(format="A4", print_background=False)
+    context.close()
+    from pypdf import PdfReader
+
+    text = "".join(p.extract_text() for p in PdfReader(io.BytesIO(pdf)).pages)
+    flat = re.sub(r"\s+", "", text)
+    assert digests["csv"] in flat
+    assert "Compliancechecklist" in flat and "Printorsave" not in flat
+
+    extract = pd.read_csv(tmp_path / "extract.csv", dtype=str, keep_default_na=False)
     assert anonymity.k_anonymity(extract, ADULT_QUASI_IDENTIFIERS) >= 5
     assert 30162 - len(extract) <= 0.05 * 30162
     assert re.fullmatch(r"\d+-\d+|\d+|\*", extract["age"].iloc[0])
+    assert pd.read_excel(tmp_path / "extract.xlsx", dtype=str).shape == extract.shape
+    assert pd.read_parquet(tmp_path / "extract.parquet").shape == extract.shape

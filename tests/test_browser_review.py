@@ -110,9 +110,10 @@ def test_changes_requested_resubmitted_and_approved_by_two_officers(
     expect(page.locator(".audit")).to_contain_text("officer2 approved round 2")
     context.close()
 
-    # The steward can now download the approved extract.
+    # The steward can now download the approved extract, once the terms of use are accepted.
     context, page = log_in(browser, stack, "steward")
     open_request(page, stack, request_path)
+    page.click("#accept-terms-form button")
     with page.expect_download() as download_info:
         page.click("#download-extract")
     assert download_info.value.suggested_filename.endswith(".csv")

@@ -42,8 +42,9 @@ PROGRESS_INTERVAL_SECONDS = 0.5
 SAMPLE_ROWS = 12
 #: A class within this share of the t threshold, or exactly at k or l, "only just passes".
 T_BORDERLINE_SHARE = 0.9
-#: Groups a release cannot be shared with: they are roles inside the trust boundary.
-STAFF_GROUPS = (roles.STEWARDS, roles.OFFICERS)
+#: Groups a release cannot be shared with: the roles themselves. Naming "Recipients" would give
+#: every recipient every release; a release names people, or groups made for a purpose.
+ROLE_GROUPS = roles.ALL_GROUPS
 
 
 @dataclass(frozen=True)
@@ -109,8 +110,11 @@ def validate_sharing(sharing: Sharing) -> None:
                 f"{roles.RECIPIENTS} can be named on a release."
             )
     for group in sharing.recipient_groups:
-        if group.name in STAFF_GROUPS:
-            raise InvalidInput(f"A release cannot be shared with the group {group.name}.")
+        if group.name in ROLE_GROUPS:
+            raise InvalidInput(
+                f"A release cannot be shared with the whole {group.name} group: name the "
+                "recipients, or a group made for this purpose."
+            )
     if sharing.expires_at is not None and sharing.expires_at < timezone.localdate():
         raise InvalidInput("The expiry date has passed: choose today or a later day.")
     if sharing.terms is not None and not sharing.terms.strip():
@@ -130,8 +134,8 @@ def recipient_choices():
 
 
 def recipient_group_choices():
-    """Groups a release can be shared with (not the staff roles)."""
-    return Group.objects.exclude(name__in=STAFF_GROUPS).order_by("name")
+    """Groups a release can be shared with (not the role groups)."""
+    return Group.objects.exclude(name__in=ROLE_GROUPS).order_by("name")
 
 
 # --- Making and resubmitting a request -------------------------------------------------------

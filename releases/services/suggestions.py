@@ -50,6 +50,9 @@ class NameRule:
     reason: str
     words: tuple[str, ...] = ()
     stems: tuple[str, ...] = ()
+    #: Generic words ("name", "number", "address"): a column with few distinct values under
+    #: such a name is a category ("product name"), not an identifier.
+    category_guard: bool = False
 
     def matches(self, folded: str) -> bool:
         padded = f" {folded} "
@@ -180,25 +183,18 @@ NAME_RULES: list[NameRule] = [
         Role.IDENTIFIER,
         "the name says it holds people's names",
         words=(
-            "((first|last|given|family|full|middle|maiden|sur|user) ?)?names?",
+            "(first|last|given|family|full|middle|maiden|sur) ?names?",
             "forename",
-            # "patient" alone names someone; "patient age" is an age.
-            "(patient|person|client|customer|klant|kunde)(?= $)",
             # French
-            "nom",
-            "noms",
             "prenoms?",
             "nom (de famille|complet|de naissance|d usage)",
-            # Spanish ("nombre de ..." is French for "number of ...")
-            "nombre(?! de )",
+            # Spanish
             "apellidos?",
             "nombre completo",
             # Italian
-            "nome",
             "cognome",
             "nome completo",
             # Dutch
-            "naam",
             "roepnaam",
             "tussenvoegsel",
             # German
@@ -222,6 +218,21 @@ NAME_RULES: list[NameRule] = [
     ),
     NameRule(
         Role.IDENTIFIER,
+        "the name says it holds people's names",
+        words=(
+            "(user ?)?names?",
+            # "patient" alone names someone; "patient age" is an age.
+            "(patient|person|client|customer|klant|kunde)(?= $)",
+            "noms?",
+            # Spanish; "nombre de ..." is French for "number of ...".
+            "nombre(?! de )",
+            "nome",
+            "naam",
+        ),
+        category_guard=True,
+    ),
+    NameRule(
+        Role.IDENTIFIER,
         "the name says it holds street addresses",
         words=(
             "address",
@@ -239,6 +250,7 @@ NAME_RULES: list[NameRule] = [
             "ip( address)?",
         ),
         stems=("address", "strasse", "straat", "hausnummer", "huisnummer", "anschrift"),
+        category_guard=True,
     ),
     NameRule(
         Role.QUASI_IDENTIFIER,
@@ -498,6 +510,7 @@ NAME_RULES: list[NameRule] = [
             "aktenzeichen",
         ),
         stems=("nummer", "identifiant", "kennung"),
+        category_guard=True,
     ),
     NameRule(
         Role.SENSITIVE,
@@ -610,6 +623,16 @@ SEX_VALUES = {
     "v",
     "vrouw",
     "w",
+    "männlich",
+    "weiblich",
+    "masculin",
+    "féminin",
+    "masculino",
+    "femenino",
+    "maschile",
+    "femminile",
+    "mannelijk",
+    "vrouwelijk",
 }
 MARITAL_VALUES = {
     "married",
@@ -796,7 +819,7 @@ def suggest(name: str, series: pd.Series, profile: dict) -> Suggestion:
                 f"{content.reason} (the name {name!r} suggested {Role(rule.role).label.lower()})",
             )
         if (
-            rule.role == Role.IDENTIFIER
+            rule.category_guard
             and profile["unique_share"] < 0.05
             and profile["rows"] > 20
             and (content is None or content.role != Role.IDENTIFIER)

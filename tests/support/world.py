@@ -60,9 +60,12 @@ def _user(username: str, *groups: str) -> User:
 
 
 @contextlib.contextmanager
-def world(django_db_blocker, content: str | None = None, tagging: dict | None = None):
+def world(django_db_blocker, content: str | None = None, tagging: dict | None = None, prepare=None):
     """Users in every role and a request run to "ready for review" naming two recipients, one
-    of whom has accepted its terms. Yields a dict: the people, the request, the media folder."""
+    of whom has accepted its terms. Yields a dict: the people, the request, the media folder.
+
+    ``content`` and ``tagging`` replace the default data and roles; ``prepare(steward,
+    dataset)`` runs after tagging (to attach hierarchies, say)."""
     media = Path(tempfile.mkdtemp(prefix="anonymizer-world-"))
     # Outside a test's transaction work would be sent to a broker at once: here it is run in
     # this process instead (``run``), so nothing is sent.
@@ -94,6 +97,8 @@ def world(django_db_blocker, content: str | None = None, tagging: dict | None = 
                     "diagnosis": Role.SENSITIVE,
                 },
             )
+            if prepare is not None:
+                prepare(steward, dataset)
             release_request = run(request_release(steward, dataset, k=5, suppression_limit=0.05))
             assert release_request.state == ReleaseRequest.State.READY, release_request.error
             release_request.recipients.add(people["named_recipient"], people["accepted_recipient"])

@@ -1,0 +1,57 @@
+"""`seed_demo --with-release`: a newcomer finds an approved release with every page filled."""
+
+from __future__ import annotations
+
+import shutil
+
+import pandas as pd
+import pytest
+from django.contrib.auth.models import User
+from django.core.management import call_command
+
+from releases.management.commands import seed_demo
+from releases.models import Dataset, ReleaseRequest, Reproduction, Role
+from releases.services import lifecycle
+from tests.conftest import ADULT, ADULT_QUASI_IDENTIFIERS
+
+
+@pytest.fixture
+def small_adult(tmp_path, monkeypatch):
+    """The first 3,000 rows of Adult with ARX's hierarchies: the same command, in seconds."""
+    folder = tmp_path / "adult"
+    folder.mkdir()
+    frame = pd.read_csv(ADULT / "adult.csv", sep=";", dtype=str, keep_default_na=False)
+    frame.head(3000).to_csv(folder / "adult.csv", sep=";", index=False)
+    for path in ADULT.glob("adult_hierarchy_*.csv"):
+        shutil.copy(path, folder / path.name)
+    monkeypatch.setattr(seed_demo, "ADULT", folder)
+    return folder
+
+
+@pytest.mark.django_db(transaction=True)
+def test_seed_demo_with_release_makes_an_approved_release_for_the_recipient(
+    small_adult, settings, tmp_path
+):
+    settings.VAR_DIR = tmp_path
+    call_command("seed_demo", "--with-release")
+    release_request = ReleaseRequest.objects.get()
+    assert release_request.state == ReleaseRequest.State.APPROVED
+    assert (release_request.k, release_request.suppression_limit) == (5, 0.05)
+    assert release_request.reviews.get().reviewer.username == "officer"
+    recipient = User.objects.get(username="recipient")
+    assert list(release_request.recipients.all()) == [recipient]
+    assert lifecycle.can_accept_terms(recipient, release_request)
+    roles = dict(Dataset.objects.get().columns.values_list("name", "role"))
+    assert roles == {
+        **dict.fromkeys(ADULT_QUASI_IDENTIFIERS, Role.QUASI_IDENTIFIER),
+        "workclass": Role.INSENSITIVE,
+    }
+    sources = {
+        q["name"]: q["hierarchy_filename"] for q in release_request.config["quasi_identifiers"]
+    }
+    assert sources == {q: f"adult_hierarchy_{q}.csv" for q in ADULT_QUASI_IDENTIFIERS}
+    assert release_request.files.count() == 3
+    assert release_request.reproductions.get().state == Reproduction.State.IDENTICAL
+    # A second run leaves it as it is.
+    call_command("seed_demo", "--with-release")
+    assert ReleaseRequest.objects.count() == 1 and Dataset.objects.count() == 1
