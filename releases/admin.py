@@ -1,6 +1,14 @@
 from django.contrib import admin
 
-from .models import AuditEvent, Dataset, DatasetColumn, ReleaseRequest
+from .models import (
+    AuditEvent,
+    Dataset,
+    DatasetColumn,
+    ReleaseFile,
+    ReleaseRequest,
+    Reproduction,
+    TermsAcceptance,
+)
 
 
 @admin.register(Dataset)
@@ -29,3 +37,32 @@ class AuditEventAdmin(admin.ModelAdmin):
 
 
 admin.site.register(DatasetColumn)
+
+
+class ReadOnlyAdmin(admin.ModelAdmin):
+    """Records the workflow writes (files and their hashes, acceptances, re-runs): shown, never
+    edited by hand."""
+
+    def has_add_permission(self, request) -> bool:
+        return False
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        return False
+
+    def has_delete_permission(self, request, obj=None) -> bool:
+        return False
+
+
+@admin.register(ReleaseFile)
+class ReleaseFileAdmin(ReadOnlyAdmin):
+    list_display = ["request", "round", "format", "size_bytes", "sha256"]
+
+
+@admin.register(TermsAcceptance)
+class TermsAcceptanceAdmin(ReadOnlyAdmin):
+    list_display = ["request", "user", "accepted_at", "terms_sha256"]
+
+
+@admin.register(Reproduction)
+class ReproductionAdmin(ReadOnlyAdmin):
+    list_display = ["request", "round", "state", "requested_by", "created_at", "finished_at"]

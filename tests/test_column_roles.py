@@ -199,7 +199,7 @@ def test_the_tagging_form_saves_every_column_or_none(steward, staff, client):
 
 
 def test_old_default_roles_are_taken_back_by_the_migration(steward, staff):
-    migration = importlib.import_module("releases.migrations.0008_columns_without_an_explicit_role")
+    migration = importlib.import_module("releases.migrations.0010_columns_without_an_explicit_role")
     DatasetColumn.objects.filter(dataset=staff).update(role=Role.INSENSITIVE)
     DatasetColumn.objects.filter(dataset=staff, name="age").update(role=Role.QUASI_IDENTIFIER)
     migration.clear_default_roles(apps, None)

@@ -20,7 +20,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import xlsxwriter
 
-from ..engine.export import neutralise_formulas
+from ..engine.export import neutralise_formulas, write_csv
 from ..models import ReleaseFile
 
 Format = ReleaseFile.Format
@@ -57,7 +57,9 @@ def xlsx_refusal(rows: int) -> str:
 
 
 def _write_csv(data: pd.DataFrame, path: Path) -> None:
-    neutralise_formulas(data).to_csv(path, index=False, encoding="utf-8", lineterminator="\n")
+    # In batches through Arrow, formulas neutralised: never one string of the whole extract.
+    with open(path, "wb") as out:
+        write_csv(data, out)
 
 
 def _write_xlsx(data: pd.DataFrame, path: Path) -> None:

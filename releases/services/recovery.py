@@ -69,9 +69,19 @@ def fail_stale_work(older_than: timedelta | None = None) -> tuple[int, int]:
 
 
 def sweep() -> dict[str, int]:
-    """The periodic sweep (Celery beat): send what the broker missed, end what died."""
+    """The periodic sweep (Celery beat): send what the broker missed, end what died, expire
+    releases past their date."""
     from . import dispatch
+    from .sharing import expire_due
 
     sent, waiting = dispatch.deliver_waiting()
     runs, profilings = fail_stale_work()
-    return {"sent": sent, "waiting": waiting, "failed_runs": runs, "failed_profilings": profilings}
+    # Approved releases past their expiry date: already refused, now also marked expired.
+    expired = expire_due()
+    return {
+        "sent": sent,
+        "waiting": waiting,
+        "failed_runs": runs,
+        "failed_profilings": profilings,
+        "expired_releases": expired,
+    }

@@ -105,16 +105,26 @@ def _column_context(dataset, column, **extra) -> dict:
 COLUMNS_PER_PAGE = 50
 
 
-def unroled_columns(dataset) -> list:
-    """Every column still without a role (on any page), with the page it is shown on."""
-    columns = list(dataset.columns.filter(role="").order_by("position").only("pk", "name"))
-    order = {
-        pk: i
-        for i, pk in enumerate(dataset.columns.order_by("position").values_list("pk", flat=True))
-    }
-    for column in columns:
-        column.page_number = order[column.pk] // COLUMNS_PER_PAGE + 1
-    return columns
+#: Columns without a role named on the request form (the rest are counted).
+UNROLED_SHOWN = 20
+
+
+def unroled_columns(dataset) -> tuple[int, list]:
+    """How many columns are still without a role (on any page), and the first of them, each
+    with the page it is shown on."""
+    unroled = dataset.columns.filter(role="").order_by("position")
+    count = unroled.count()
+    columns = list(unroled.only("pk", "name", "position")[:UNROLED_SHOWN])
+    if columns:
+        order = {
+            pk: i
+            for i, pk in enumerate(
+                dataset.columns.order_by("position").values_list("pk", flat=True)
+            )
+        }
+        for column in columns:
+            column.page_number = order[column.pk] // COLUMNS_PER_PAGE + 1
+    return count, columns
 
 
 def dataset_context(dataset, request_form=None, page_number=None) -> dict:
@@ -124,13 +134,15 @@ def dataset_context(dataset, request_form=None, page_number=None) -> dict:
     for column in page:
         _decorate(column)
     first = (page.number - 1) * COLUMNS_PER_PAGE
+    unroled_count, unroled = unroled_columns(dataset)
     return {
         "dataset": dataset,
         "columns": page,
         "page": page,
         "column_count": page.paginator.count,
         "preview": [row[first : first + COLUMNS_PER_PAGE] for row in dataset.preview or []],
-        "unroled": unroled_columns(dataset),
+        "unroled": unroled,
+        "unroled_count": unroled_count,
         **COLUMN_CHOICES,
         "request_form": request_form or ReleaseRequestForm(dataset=dataset),
         "requests": dataset.requests.select_related("requested_by")[:20],

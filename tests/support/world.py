@@ -20,6 +20,7 @@ from django.test import override_settings
 from releases.models import (
     AuditEvent,
     Dataset,
+    OutboxMessage,
     ReleaseRequest,
     Reproduction,
     Review,
@@ -114,6 +115,7 @@ def world(django_db_blocker, content: str | None = None, tagging: dict | None = 
             yield {"people": people, "request": release_request, "media": media}
         finally:
             AuditEvent.objects.all().delete()
+            OutboxMessage.objects.all().delete()
             TermsAcceptance.objects.all().delete()
             Reproduction.objects.all().delete()
             Review.objects.all().delete()

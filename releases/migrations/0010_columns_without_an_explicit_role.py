@@ -21,7 +21,7 @@ def restore_default_roles(apps, schema_editor):
 
 class Migration(migrations.Migration):
     dependencies = [
-        ("releases", "0007_roles_recipients_package_lifecycle"),
+        ("releases", "0009_roles_recipients_package_lifecycle"),
     ]
 
     operations = [
