@@ -248,14 +248,23 @@ def write_outputs(
 # --------------------------------------------------------------------------- entry points
 
 
-def execute(argv: Sequence[str], stdout: TextIO | None = None, prog: str = "anonymize") -> None:
-    """Parse ``argv``, anonymize, write the files. Raises :class:`CliError` on any problem."""
+def execute(
+    argv: Sequence[str],
+    stdout: TextIO | None = None,
+    prog: str = "anonymize",
+    stderr: TextIO | None = None,
+) -> None:
+    """Parse ``argv``, anonymize, write the files. Raises :class:`CliError` on any problem.
+    Warnings (e.g. a hierarchy row listed twice) go to ``stderr``, one line each."""
     from .api import anonymize
 
     args = build_parser(prog).parse_args(list(argv))
     try:
         df, sep = read_table(args.input, _delimiter_arg(args.delimiter))
         config = build_config(args, df)
+        hierarchies = [*config.quasi_identifiers.values(), *config.sensitive_hierarchies.values()]
+        for warning in (w for h in hierarchies for w in h.warnings):
+            (stderr or sys.stderr).write(f"{prog}: warning: {' '.join(warning.split())}\n")
         result = anonymize(df, config)
     except EngineError as exc:
         raise CliError(str(exc)) from None
@@ -283,7 +292,7 @@ def run(
     stderr = sys.stderr if stderr is None else stderr
     try:
         with contextlib.redirect_stdout(stdout):
-            execute(argv, stdout=stdout, prog=prog)
+            execute(argv, stdout=stdout, prog=prog, stderr=stderr)
     except CliError as exc:
         message = " ".join(str(exc).split())  # one line, whatever the message holds
         stderr.write(f"{prog}: error: {message}\n")

@@ -80,7 +80,7 @@ class Attribute:
 
     @property
     def domain_size(self) -> int:
-        return len(self.hierarchy.rows)
+        return self.hierarchy.domain_size
 
     def share_total(self, level: int) -> float:
         """Sum of domain shares over all rows at ``level``: ``sum_v freq(v) * share(gen(v))``."""

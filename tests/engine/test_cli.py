@@ -323,3 +323,25 @@ def test_call_command_raises_command_error_with_status_2(tmp_path):
         "anonymize", str(inp), "--out", str(out), "--qi", "age", "--k", "2", stdout=io.StringIO()
     )
     assert anonymity.k_anonymity(read_out(out), ["age"]) >= 2
+
+
+def test_repeated_hierarchy_rows_are_a_warning_on_stderr_not_an_error(tmp_path):
+    # ARX's FARS hierarchy for ``iage`` lists 99 twice; ARX accepts it, so do we.
+    rng = np.random.default_rng(5)
+    ages = rng.choice(["97", "98", "99"], 60)
+    inp = write_csv(pd.DataFrame({"iage": ages, "x": ["a"] * 60}), tmp_path / "in.csv")
+    hierarchy = tmp_path / "iage.csv"
+    hierarchy.write_text("97;95-99;*\n98;95-99;*\n99;95-99;*\n99;95-99;*\n")
+    out = tmp_path / "out.csv"
+    status, stdout, stderr = call([inp, "--out", out, "--qi", f"iage={hierarchy}", "--k", "5"])
+    assert status == 0, stderr
+    assert stderr == (
+        "anonymize: warning: Hierarchy of 'iage': value '99' is listed twice with the same "
+        "generalizations (rows 3 and 4); the repeated row is ignored.\n"
+    )
+    assert anonymity.k_anonymity(read_out(out), ["iage"]) >= 5
+    # Two different rows for one value are still refused, naming them.
+    hierarchy.write_text("97;95-99;*\n98;95-99;*\n99;95-99;*\n99;90-99;*\n")
+    status, _, stderr = call([inp, "--out", out, "--qi", f"iage={hierarchy}", "--k", "5"])
+    assert status == 2
+    assert "'99' appears twice with different generalizations (rows 3 and 4)" in stderr
