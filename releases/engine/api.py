@@ -13,6 +13,7 @@ from .lattice import EncodedData, search
 from .privacy import TContext, distinct_l, entropy_l, recursive_l_value, t_distance
 from .risk import risk_summary
 from .types import (
+    SUPPRESSED_VALUE,
     AnonymizationConfig,
     AnonymizationResult,
     EngineError,
@@ -225,8 +226,9 @@ def anonymize(
 
     # --- metrics
     loss_vec = enc.loss_vector(table, fails)
+    kept_shares, _ = enc.share_sums(table, fails)
     heights = {q: config.quasi_identifiers[q].height for q in qis}
-    released_entropy = 0.0
+    entropy, entropy_max = [], []
     failing_base = np.flatnonzero(fails[base_to_class])
     for i, a in enumerate(enc.attributes):
         level = found.levels[i]
@@ -236,18 +238,25 @@ def anonymize(
             weights=enc.base.counts[failing_base],
             minlength=a.cardinality(0),
         )
-        released_entropy += metrics.non_uniform_entropy_from_counts(
-            a.frequency - sup_v, a.gen[level], sup_v
+        h, top = metrics.non_uniform_entropy_levels(
+            a.frequency - sup_v,
+            sup_v,
+            a.gen,
+            a.released_level(level),
+            a.hierarchy.label_levels[SUPPRESSED_VALUE],
         )
+        entropy.append(h)
+        entropy_max.append(top)
     metric_values = {
         "loss": float(metrics.loss(loss_vec)),
-        "granularity": float(metrics.granularity(loss_vec)),
+        "granularity": metrics.granularity((kept_shares + suppressed) / n, 1.0 / enc.domain_sizes),
         "precision": float(
             metrics.precision(found.levels, [heights[q] for q in qis], suppressed, n)
         ),
         "discernibility": int(metrics.discernibility(sizes, suppressed, n)),
         "average_class_size": float(metrics.average_class_size(n - suppressed, len(sizes))),
-        "non_uniform_entropy": float(released_entropy),
+        "non_uniform_entropy": metrics.normalised_entropy(entropy, entropy_max),
+        "non_uniform_entropy_bits": float(sum(entropy)),
         "loss_per_attribute": {q: float(v) for q, v in zip(qis, loss_vec, strict=True)},
     }
 

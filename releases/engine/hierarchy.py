@@ -212,6 +212,17 @@ class Hierarchy:
         size = len(self.source_rows)
         return {k: v / size for k, v in counts.items()}
 
+    @cached_property
+    def label_levels(self) -> dict[str, int]:
+        """Each label -> the first level (column) holding it: how ARX reads a released label's
+        level back (its "inverse generalization function"); ``*`` is the top when absent."""
+        out: dict[str, int] = {}
+        for level in range(self.height):
+            for r in self.source_rows:
+                out.setdefault(r[level], level)
+        out.setdefault(SUPPRESSED_VALUE, self.height - 1)
+        return out
+
     @property
     def domain_size(self) -> int:
         """Leaves of the domain as ARX counts them: the rows of the file, repeats included."""

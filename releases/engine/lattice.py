@@ -92,6 +92,12 @@ class Attribute:
     def cardinality(self, level: int) -> int:
         return len(self.labels[level])
 
+    def released_level(self, level: int) -> np.ndarray:
+        """Per data value, the level ARX reads off its label at ``level`` (see
+        :attr:`Hierarchy.label_levels`; usually ``level`` itself)."""
+        first = self.hierarchy.label_levels
+        return np.array([first[lab] for lab in self.labels[level]], dtype=np.int64)[self.gen[level]]
+
     def step(self, src: int, dst: int) -> np.ndarray:
         """Lookup array: code at level ``src`` -> code at level ``dst`` (src <= dst)."""
         key = (src, dst)

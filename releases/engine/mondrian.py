@@ -34,13 +34,17 @@ keys and aggregates as the optimal search (:mod:`.metrics`):
   Loss of a cell: ``(share - 1/D) / (1 - 1/D)`` with ``share = leaves / D``.
   ``loss_per_attribute[a]`` = mean cell loss of column a over the rows;
 * ``loss`` = ARX's geometric aggregate ``prod_a (1 + loss_a)^(1/d) - 1``;
-  ``granularity`` = ``sum_a loss_a / d``;
+  ``granularity`` = ARX's aggregate (:func:`.metrics.granularity`) of the mean domain share of
+  each column (categorical: leaves under the released node / leaves; numeric: the released
+  range's share of the column's range, with lower bound 0);
 * ``precision`` (Sweeney) = mean over cells of ``level / (height - 1)``; a categorical cell's
   level is its released node's level in the hierarchy, a numeric cell counts its cell loss;
 * ``discernibility`` = ``sum_E |E|^2`` (no row is suppressed);
 * ``average_class_size`` = ``n / |classes|``;
-* ``non_uniform_entropy`` = sum over attributes and rows of
-  ``-log2( #rows(original v, released g) / #rows(released g) )``.
+* ``non_uniform_entropy_bits`` = sum over attributes and rows of
+  ``-log2( #rows(original v, released g) / #rows(released g) )`` (ARX's definition when no row
+  is suppressed); ``non_uniform_entropy`` = that sum over the sum of each column's maximum
+  ``-sum_v f_v log2(f_v / n)``, in [0, 1] as ARX shows it.
 
 ``transformations_checked`` counts the partitions evaluated (every node of the split tree).
 Partitions whose released values coincide form one equivalence class of the extract, and
@@ -540,8 +544,11 @@ def _build_result(
     label_codes = np.zeros((n_parts, len(qis)), dtype=np.int64)
     part_labels: list[np.ndarray] = []
     loss_per_attribute: dict[str, float] = {}
+    mean_shares: list[float] = []
+    min_shares: list[float] = []
     precision_cells = 0.0
-    non_uniform_entropy = 0.0
+    entropy: list[float] = []
+    entropy_max: list[float] = []
     for j, q in enumerate(qis):
         lo, hi = part_lo[:, j], part_hi[:, j]
         if q.numeric:
@@ -556,6 +563,7 @@ def _build_result(
             span = q.values[-1] - q.values[0]
             cell_loss = (q.values[hi] - q.values[lo]) / span if span > 0 else np.zeros(n_parts)
             cell_precision = cell_loss
+            cell_share, low_share = cell_loss, 0.0  # no hierarchy domain: the range's share
         else:
             assert q.nodes is not None
             level = np.argmax(q.nodes[:, lo] == q.nodes[:, hi], axis=0)
@@ -566,12 +574,18 @@ def _build_result(
             size = q.hierarchy_size
             cell_loss = (leaves - 1) / (size - 1) if size > 1 else np.zeros(n_parts)
             cell_precision = np.minimum(level / q.top, 1.0)
+            cell_share, low_share = leaves / max(size, 1), 1.0 / max(size, 1)
         part_labels.append(labels)
         codes, _ = pd.factorize(labels)
         label_codes[:, j] = codes
         loss_per_attribute[q.name] = float(cell_loss[row_part].mean())
         precision_cells += float(cell_precision[row_part].sum())
-        non_uniform_entropy += metrics.non_uniform_entropy(q.codes, codes[row_part])
+        mean_shares.append(float(cell_share[row_part].mean()))
+        min_shares.append(low_share)
+        entropy.append(metrics.non_uniform_entropy(q.codes, codes[row_part]))
+        frequency = np.bincount(q.codes).astype(float)
+        frequency = frequency[frequency > 0]
+        entropy_max.append(float(-(frequency * np.log2(frequency / n)).sum()))
 
     # Partitions with identical released values form one equivalence class of the extract.
     _, part_class = np.unique(label_codes, axis=0, return_inverse=True)
@@ -636,11 +650,12 @@ def _build_result(
     per_attribute = np.array(list(loss_per_attribute.values()))
     metric_values: dict[str, Any] = {
         "loss": metrics.loss(per_attribute),
-        "granularity": metrics.granularity(per_attribute),
+        "granularity": metrics.granularity(mean_shares, min_shares),
         "precision": precision_cells / (n * len(qis)),
         "discernibility": int(metrics.discernibility(sizes, 0, n)),
         "average_class_size": float(metrics.average_class_size(n, n_classes)),
-        "non_uniform_entropy": non_uniform_entropy,
+        "non_uniform_entropy": metrics.normalised_entropy(entropy, entropy_max),
+        "non_uniform_entropy_bits": float(sum(entropy)),
         "loss_per_attribute": loss_per_attribute,
     }
     if progress is not None:
