@@ -1,11 +1,12 @@
 """Prosecutor risk: figures checked by hand on small class-size lists."""
 
+import json
+
 import numpy as np
 import pandas as pd
 import pytest
 
-from releases.engine.risk import class_sizes_of, risk_summary
-from releases.engine.types import RiskSummary
+from releases.engine.risk import AttackerRisk, class_sizes_of, risk_summary
 
 
 def test_hand_computed_summary():
@@ -40,13 +41,22 @@ def test_all_unique_records():
 
 @pytest.mark.parametrize("empty", [[], np.array([], dtype=int), [0, 0]])
 def test_empty_input_gives_zeros(empty):
-    assert risk_summary(empty) == RiskSummary(0.0, 0.0, 0.0, 0.0, 0.2)
+    r = risk_summary(empty)
+    assert (r.highest, r.average, r.records_at_risk, r.sample_uniques) == (0.0, 0.0, 0.0, 0.0)
+    assert r.journalist == AttackerRisk(0.0, 0.0, 0.0) and r.marketer == 0.0
 
 
-def test_as_dict_is_plain_floats():
+def test_as_dict_is_json_with_the_prosecutor_figures_on_top():
     d = risk_summary([2, 3]).as_dict()
-    assert set(d) == {"highest", "average", "records_at_risk", "sample_uniques", "threshold"}
-    assert all(isinstance(v, float) for v in d.values())
+    assert {"highest", "average", "records_at_risk", "sample_uniques", "threshold"} <= set(d)
+    assert all(isinstance(d[k], float) for k in ("highest", "average", "records_at_risk"))
+    assert d["prosecutor"] == {"highest": 0.5, "average": 2 / 5, "records_at_risk": 1.0}
+    # Without a population model the released table is taken as the population (as ARX
+    # does without a population table): journalist = prosecutor, marketer = classes / rows.
+    assert d["journalist"] == d["prosecutor"]
+    assert d["marketer"] == {"average": 2 / 5}
+    assert d["population"] is None
+    json.dumps(d)
 
 
 def test_class_sizes_treat_missing_as_a_value():
