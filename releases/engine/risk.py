@@ -55,6 +55,7 @@ as ARX does (see :class:`.criteria.PopulationUniqueness`).
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -223,6 +224,9 @@ def pitman(hist: _Histogram, population: int) -> float:
     """Estimated number of population uniques, Pitman's model (NaN when it fails)."""
     from scipy import special  # imported on first use: it is slow to import
 
+    def trigamma(x):
+        return special.zeta(2, x)  # the Hurwitz zeta: much faster than polygamma(1, x)
+
     c1 = hist.classes_of_size(1)
     if c1 == 0:
         return 0.0
@@ -241,8 +245,8 @@ def pitman(hist: _Histogram, population: int) -> float:
         # ARX's closed forms (ModelPitman.getMasterFunctionClosed).
         v0 = u - 1.0
         v1 = special.digamma(v0 + t / a + 1.0)
-        v2 = special.polygamma(1, u + t / a)
-        v3 = special.polygamma(1, t / a + 1.0)
+        v2 = trigamma(u + t / a)
+        v3 = trigamma(t / a + 1.0)
         v4 = special.digamma(t / a + 1.0)
         a2 = a * a
         d1 = (v3 - v2) / a2
@@ -251,8 +255,8 @@ def pitman(hist: _Histogram, population: int) -> float:
         o1 = (v1 - v4) / a
         o3 = (-t * v1 + a * v0 + t * v4) / a2
         o2 = special.digamma(n + t) - special.digamma(t + 1.0)
-        d2 = special.polygamma(1, t + 1.0) - special.polygamma(1, n + t)
-        d4 = float(counts @ (special.polygamma(1, 1.0 - a) - special.polygamma(1, sizes - a)))
+        d2 = trigamma(t + 1.0) - trigamma(n + t)
+        d4 = float(counts @ (trigamma(1.0 - a) - trigamma(sizes - a)))
         o4 = float(counts @ (special.digamma(sizes - a) - special.digamma(1.0 - a)))
         return (o1 - o2, o3 - o4, d2 - d1, -d5, -d5, -d3 - d4)
 
@@ -263,10 +267,12 @@ def pitman(hist: _Histogram, population: int) -> float:
     if alpha == 0 or not math.isfinite(alpha):
         return math.nan
     with np.errstate(all="ignore"):
-        value = math.exp(
-            special.gammaln(theta + 1.0)
-            - special.gammaln(theta + alpha)
-            + alpha * math.log(population)
+        value = float(
+            np.exp(
+                special.gammaln(theta + 1.0)
+                - special.gammaln(theta + alpha)
+                + alpha * math.log(population)
+            )
         )
     return value if 0 <= value <= population else math.nan
 
@@ -393,8 +399,18 @@ def population_uniques(
     """Share of the population estimated unique (uniques / N) with one estimator, 0 when the
     estimate fails (as ARX's ``getFractionOfUniqueTuples``)."""
     hist = _Histogram.of(class_sizes)
-    if hist.n == 0:
+    if hist.n == 0 or hist.classes_of_size(1) == 0:
         return 0.0
+    key = (hist.sizes.tobytes(), hist.counts.tobytes(), int(population), estimator)
+    return _cached_uniques(key)
+
+
+@functools.lru_cache(maxsize=4096)
+def _cached_uniques(key: tuple[bytes, bytes, int, str]) -> float:
+    # The search meets the same class-size histograms again (e.g. across suppression prefixes
+    # of neighbouring transformations); solving Pitman / SNB again would cost milliseconds.
+    sizes, counts, population, estimator = key
+    hist = _Histogram(np.frombuffer(sizes), np.frombuffer(counts))
     if estimator == "dankar":
         value, _ = dankar(hist, population, zayatz_fallback=False)
     else:
