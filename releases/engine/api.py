@@ -357,7 +357,9 @@ def _search(
         fixed_lo = [int(config.levels.get(q, a)) for q, a in zip(qis, lo, strict=True)]
         fixed_hi = [int(config.levels.get(q, b)) for q, b in zip(qis, hi, strict=True)]
         try:
-            chosen = search(enc, model, fixed_lo, fixed_hi, config.time_limit, None, context)
+            chosen = search(
+                enc, model, fixed_lo, fixed_hi, config.time_limit, None, context, explore=0
+            )
         except EngineError:
             message = _fixed_levels_message(enc, model, qis, fixed_lo, config.levels, context)
             raise EngineError(message) from None

@@ -27,7 +27,8 @@ How the search stays fast:
 
 The valid transformations evaluated are kept (their levels, Loss, highest risk and suppressed
 rows; at most :data:`CANDIDATE_LIMIT` before thinning to the Pareto front), so that the result
-can show the Pareto front of the candidates.
+can show the Pareto front of the candidates; once the optimum is known, :data:`EXPLORE` more
+transformations (next lowest Loss bound first) are evaluated for that front.
 
 Lattices of more than :data:`MAX_NODES` nodes, or a search exceeding ``time_limit``, fall back
 to a greedy bottom-up climb; its result is flagged ``heuristic=True``.
@@ -56,6 +57,8 @@ __all__ = ["EncodedData", "Table", "SearchResult", "search", "pareto_front", "MA
 MAX_NODES = 200_000
 #: Valid transformations remembered before the list is thinned to its Pareto front.
 CANDIDATE_LIMIT = 20_000
+#: Transformations evaluated past the optimum (lowest Loss bound first) for the candidates.
+EXPLORE = 48
 #: Memory budget of cached frequency tables of evaluated nodes.
 CACHE_BYTES = 256 * 1024 * 1024
 _TIE = 1e-12
@@ -530,11 +533,12 @@ def search(
     time_limit: float | None = None,
     progress: ProgressCallback | None = None,
     data: DataContext | None = None,
+    explore: int = EXPLORE,
 ) -> SearchResult:
     """Find the valid transformation with the lowest Loss between ``min_levels`` and
     ``max_levels`` (inclusive, per quasi-identifier). Raises :class:`EngineError` when none is
     valid. ``data``: what the privacy models know of the input (built from ``enc`` when
-    omitted)."""
+    omitted); ``explore``: transformations evaluated past the optimum for the candidates."""
     data = data if data is not None else enc.data_context()
     s = _Searcher(enc, model, min_levels, max_levels, time_limit, progress, data)
     lo = np.array(min_levels, dtype=np.int64)
@@ -630,8 +634,10 @@ def search(
             path.append(tuple(current))
 
     s.report(0.0, "searching the generalization lattice")
+    stopped = len(order)
     for count, idx in enumerate(order):
         if best is not None and bound[idx] > best_loss + _TIE * max(1.0, best_loss):
+            stopped = count
             break  # every remaining node has a larger lower bound: none can win
         if state[idx] == -1 or state[idx] == 2:
             continue
@@ -662,6 +668,17 @@ def search(
             s.report(count / n_nodes, "searching the generalization lattice")
     if best is None:
         raise EngineError(_no_solution_message(model))
+    # A few more transformations past the optimum (next lowest bound first, known invalid ones
+    # skipped) so that the candidates show what more Loss buys in risk or suppressed rows.
+    explored = 0
+    for idx in order[stopped:]:
+        if explored >= explore or s.timed_out():
+            break
+        if state[idx] == -1 or state[idx] == 2:
+            continue
+        state[idx] = 0
+        check(tuple(int(v) for v in nodes[idx]))
+        explored += 1
     s.report(1.0, "search finished")
     return s.result(best, best_loss, best_suppressed, False)
 
