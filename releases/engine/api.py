@@ -213,7 +213,7 @@ def anonymize(
         table.classes(),
         context,
         None,
-        tie_keys=enc.tie_keys(table) if model.dataset_criteria else (),
+        tie_order=enc.tie_order(table) if model.dataset_criteria else None,
         excluded=enc.fully_generalized(table) if model.dataset_criteria else None,
     )
     fails = judged.fails
@@ -395,7 +395,7 @@ def _fixed_levels_message(
             table.classes(),
             context,
             None,
-            tie_keys=enc.tie_keys(table) if model.dataset_criteria else (),
+            tie_order=enc.tie_order(table) if model.dataset_criteria else None,
             excluded=enc.fully_generalized(table) if model.dataset_criteria else None,
         )
         return (

@@ -57,7 +57,7 @@ Interface for the web layer
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
@@ -290,7 +290,7 @@ def _class_max(values: np.ndarray, sc: SensitiveCounts, empty: float = 0.0) -> n
     out = np.full(sc.n_groups, empty, dtype=np.float64)
     if len(values) == 0:
         return out
-    starts = np.flatnonzero(np.r_[True, sc.group[1:] != sc.group[:-1]])
+    starts = np.flatnonzero(np.concatenate(([True], sc.group[1:] != sc.group[:-1])))
     out[sc.group[starts]] = np.maximum.reduceat(values, starts)
     return out
 
@@ -1398,12 +1398,13 @@ class PrivacyModel:
         classes: Classes,
         data: DataContext,
         limit_rows: int | None = None,
-        tie_keys: Sequence[np.ndarray] = (),
+        tie_order: Callable[[np.ndarray, int], np.ndarray] | None = None,
         excluded: np.ndarray | None = None,
     ) -> Evaluation:
         """Which classes to suppress (see the module docstring). ``limit_rows``: the
-        suppression limit in rows (None: no limit, and no early stop); ``tie_keys``: per-class
-        keys ordering classes of equal size for the dataset criteria (first key first);
+        suppression limit in rows (None: no limit, and no early stop); ``tie_order(index, count)``: the
+        ``count`` classes of ``index`` (all of one size) a dataset criterion suppresses first
+        (default: as numbered);
         ``excluded``: classes that dataset criteria ignore (fully generalized ones)."""
         sizes = classes.sizes
         fails = self.class_fails(classes, data)
@@ -1411,27 +1412,37 @@ class PrivacyModel:
         if dataset:
             keep = ~fails if excluded is None else ~fails & ~excluded
             index = np.flatnonzero(keep)
-            keys = [np.asarray(k)[index] for k in reversed(tie_keys)] + [sizes[index]]
-            order = index[np.lexsort(keys)] if len(index) else index
-            ordered = sizes[order]
+            # The criteria only see the sizes of the classes left, so the binary search runs on
+            # sorted sizes; which classes of the last size suppressed go is settled after.
+            ordered = np.sort(sizes[index])
             already = int(sizes[fails].sum())
             cumulative = np.concatenate([[0], np.cumsum(ordered)])
             prefix = 0
+            aborted = False
             for criterion in dataset:
                 prefix, aborted = _suppression_prefix(
                     lambda p, c=criterion: c.fulfilled(ordered[p:], data),
                     prefix,
-                    len(order),
+                    len(index),
                     lambda p: already + int(cumulative[p]),
                     limit_rows,
                 )
                 if aborted:
-                    fails = fails.copy()
-                    fails[order[:prefix]] = True
-                    return Evaluation(fails, int(sizes[fails].sum()), False)
-            if prefix:
+                    break
+            suppressed = already + int(cumulative[prefix])
+            valid = not aborted and (limit_rows is None or suppressed <= limit_rows)
+            if prefix and (valid or limit_rows is None):
+                boundary = ordered[prefix - 1]
+                smaller = index[sizes[index] < boundary]
+                tied = index[sizes[index] == boundary]
+                count = prefix - len(smaller)
+                if tie_order is not None:
+                    tied = tie_order(tied, count)
                 fails = fails.copy()
-                fails[order[:prefix]] = True
+                fails[smaller] = True
+                fails[tied[:count]] = True
+            # An invalid transformation's fails are only its per-class failures.
+            return Evaluation(fails, suppressed, valid)
         suppressed = int(sizes[fails].sum())
         return Evaluation(fails, suppressed, limit_rows is None or suppressed <= limit_rows)
 

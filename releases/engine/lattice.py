@@ -302,17 +302,28 @@ class EncodedData:
             np.minimum.at(first, inverse, table.first)
         return Table(tuple(int(v) for v in levels), codes, counts, sensitive, first), inverse
 
-    def tie_keys(self, table: Table) -> list[np.ndarray]:
+    def tie_order(self, table: Table):
         """ARX's order of classes of equal size when a dataset criterion suppresses some:
         lower information loss first (the class's Loss aggregate, ``sum_i log(1 + size *
-        share_i)``), then the earlier first row."""
-        loss = np.zeros(len(table.counts))
-        for i, a in enumerate(self.attributes):
-            loss += np.log1p(table.counts * a.shares[table.levels[i]][table.codes[:, i]])
-        keys = [loss]
-        if table.first is not None:
-            keys.append(table.first)
-        return keys
+        share_i)``), then the earlier first row. Returns ``first(index, count)``: the
+        ``count`` classes of ``index`` (all of one size) that come first."""
+
+        def first(index: np.ndarray, count: int) -> np.ndarray:
+            if count >= len(index):
+                return index
+            size = table.counts[index]
+            loss = np.zeros(len(index))
+            for i, a in enumerate(self.attributes):
+                loss += np.log1p(size * a.shares[table.levels[i]][table.codes[index, i]])
+            # Everything below the count-th loss goes; the tie at that loss by first row.
+            cut = np.partition(loss, count - 1)[count - 1] if count else -np.inf
+            below = index[loss < cut]
+            at = index[loss == cut]
+            if table.first is not None:
+                at = at[np.argsort(table.first[at], kind="stable")]
+            return np.concatenate([below, at[: count - len(below)]])
+
+        return first
 
     def fully_generalized(self, table: Table) -> np.ndarray:
         """Classes whose every quasi-identifier is released as ``*`` (ARX leaves them out of
@@ -453,7 +464,7 @@ class _Searcher:
             table.classes(),
             self.data,
             limit_rows,
-            tie_keys=self.enc.tie_keys(table),
+            tie_order=self.enc.tie_order(table),
             excluded=self.enc.fully_generalized(table),
         )
 
@@ -573,8 +584,12 @@ def search(
     best_loss = np.inf
     best_suppressed = 0
 
+    strides = [int(np.prod(dims[i + 1 :])) for i in range(d)]
+    offset = sum(int(a) * st for a, st in zip(lo, strides, strict=True))
+
     def index_of(node: tuple[int, ...]) -> int:
-        return int(np.ravel_multi_index(tuple(v - a for v, a in zip(node, lo, strict=True)), dims))
+        # Row-major position in the grid (np.ravel_multi_index, without its overhead).
+        return sum(v * st for v, st in zip(node, strides, strict=True)) - offset
 
     def check(node: tuple[int, ...], hint: tuple[int, ...] | None = None) -> bool:
         """Evaluate ``node`` unless its validity is known; tag what monotonicity implies."""

@@ -170,8 +170,14 @@ class _Histogram:
     @classmethod
     def of(cls, class_sizes: Sequence[int] | np.ndarray) -> _Histogram:
         s = np.asarray(class_sizes, dtype=np.int64).ravel()
-        sizes, counts = np.unique(s[s > 0], return_counts=True)
-        return cls(sizes.astype(np.float64), counts.astype(np.float64))
+        s = s[s > 0]
+        if len(s) > 1 and not bool((s[1:] >= s[:-1]).all()):
+            s = np.sort(s)  # the search passes sizes already sorted: no sort then
+        if len(s) == 0:
+            return cls(np.zeros(0), np.zeros(0))
+        starts = np.flatnonzero(np.concatenate(([True], s[1:] != s[:-1])))
+        counts = np.diff(np.append(starts, len(s)))
+        return cls(s[starts].astype(np.float64), counts.astype(np.float64))
 
     @property
     def n(self) -> float:
@@ -224,8 +230,12 @@ def pitman(hist: _Histogram, population: int) -> float:
     """Estimated number of population uniques, Pitman's model (NaN when it fails)."""
     from scipy import special  # imported on first use: it is slow to import
 
-    def trigamma(x):
-        return special.zeta(2, x)  # the Hurwitz zeta: much faster than polygamma(1, x)
+    def trigamma(x: float) -> float:
+        # The Hurwitz zeta is much faster than polygamma(1, x); for x < 0 it sums slowly, so
+        # reflect: trigamma(x) = pi^2 / sin^2(pi x) - trigamma(1 - x).
+        if x < 0:
+            return (math.pi / math.sin(math.pi * x)) ** 2 - special.zeta(2, 1.0 - x)
+        return special.zeta(2, x)
 
     c1 = hist.classes_of_size(1)
     if c1 == 0:
@@ -238,8 +248,11 @@ def pitman(hist: _Histogram, population: int) -> float:
         return math.nan
     theta0 = (n * u * c - c1 * (n - 1) * (2 * u + c)) / denominator
     alpha0 = (theta0 * (c1 - n) + (n - 1) * c1) / (n * u)
-    sizes = hist.sizes[hist.sizes != 1]
-    counts = hist.counts[hist.sizes != 1]
+    # sum_k c_k sum_{j<k} 1/(j - alpha) (and squared) through running sums over j: the
+    # digamma / trigamma differences of ARX's closed form, without a special function per size.
+    sizes = hist.sizes.astype(np.int64) - 1
+    counts = hist.counts
+    steps = np.arange(1, int(hist.sizes.max()), dtype=np.float64)
 
     def equations(t: float, a: float):
         # ARX's closed forms (ModelPitman.getMasterFunctionClosed).
@@ -256,8 +269,9 @@ def pitman(hist: _Histogram, population: int) -> float:
         o3 = (-t * v1 + a * v0 + t * v4) / a2
         o2 = special.digamma(n + t) - special.digamma(t + 1.0)
         d2 = trigamma(t + 1.0) - trigamma(n + t)
-        d4 = float(counts @ (trigamma(1.0 - a) - trigamma(sizes - a)))
-        o4 = float(counts @ (special.digamma(sizes - a) - special.digamma(1.0 - a)))
+        inverse = 1.0 / (steps - a)
+        o4 = float(counts @ np.concatenate([[0.0], np.cumsum(inverse)])[sizes])
+        d4 = float(counts @ np.concatenate([[0.0], np.cumsum(inverse * inverse)])[sizes])
         return (o1 - o2, o3 - o4, d2 - d1, -d5, -d5, -d3 - d4)
 
     found = _newton(equations, (theta0, alpha0), constraint=lambda t, a: t >= 0)
