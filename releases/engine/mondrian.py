@@ -4,10 +4,15 @@ The table is split recursively. A partition is cut on the quasi-identifier with 
 normalised range (numeric: value range / domain range; categorical: values under the LCA /
 domain size), falling back to the next widest when that one cannot be cut. The cut is the
 allowed boundary closest to the median row among those leaving at least k rows on each side
-(the median itself whenever it is allowed); with l-diversity / t-closeness the three most
-balanced such boundaries are tried. A cut is made only when *both* halves satisfy every model
-of the configuration (k, l-diversity, t-closeness). A partition that no quasi-identifier can
-cut is an equivalence class.
+(the median itself whenever it is allowed; k is the smallest class any per-class model can
+accept, :meth:`.criteria.PrivacyModel.min_class_size`); with models on sensitive attributes the
+three most balanced such boundaries are tried. A cut is made only when *both* halves satisfy
+every per-class model of the configuration (:meth:`.criteria.PrivacyModel.class_fails`). A
+partition that no quasi-identifier can cut is an equivalence class.
+
+Models of the whole release: average re-identification risk caps the number of classes at
+``floor(r n)`` (partitions are then cut breadth-first, so that the cap is spread over the whole
+table); population uniqueness is refused (ARX does not support it with local recoding).
 
 Everything runs on integer codes:
 

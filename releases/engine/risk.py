@@ -58,7 +58,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -541,7 +541,7 @@ class RiskSummary:
     records_at_risk: float
     sample_uniques: float
     threshold: float = 0.2
-    journalist: AttackerRisk | None = field(default=None, compare=True)
+    journalist: AttackerRisk | None = None
     marketer: float | None = None
     population: UniquenessEstimate | None = None
     population_model: str | None = None

@@ -48,8 +48,9 @@ class AnonymizationConfig:
     """What to release and under which privacy model.
 
     Columns named in ``identifiers`` are dropped; ``quasi_identifiers`` (in this order) are
-    generalized with their hierarchies; ``sensitive`` columns are checked by l-diversity and
-    t-closeness and released unchanged; every other column is released unchanged.
+    generalized with their hierarchies; ``sensitive`` columns are checked by the models on
+    sensitive attributes (l-diversity, t-closeness, δ-disclosure, β-likeness) and released
+    unchanged; every other column is released unchanged.
     """
 
     quasi_identifiers: dict[str, Hierarchy]
