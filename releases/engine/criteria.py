@@ -42,7 +42,8 @@ Interface for the web layer
                     {"model": "l-diversity", "variant": "entropy", "l": 2}],
        "suppression_limit": 0.05, "population": {"sampling_fraction": 0.01}}
 
-  Both raise :class:`EngineError` with a sentence for the person. ``model.describe()`` is the
+  Both raise :class:`EngineError` with a sentence for the person; ``model.fields()`` gives the
+  flat fields back (to fill the form from a stored model). ``model.describe()`` is the
   one-line description ("k=5, entropy 2-diversity, at most 5% of rows suppressed").
 * The classes table: ``result.classes`` has a column per quasi-identifier, ``size``, then for
   each sensitive attribute S the columns ``S:distinct_l``, ``S:entropy_l``, ``S:t`` and each
@@ -52,6 +53,15 @@ Interface for the web layer
   (JSON-serialisable; its ``"privacy_model"`` holds the spec and ``"models"`` each criterion's
   achieved values) returns :class:`Check` (name, passed, detail) per model and attribute, and
   the suppression limit's.
+* Candidates: ``report["candidates"]`` (``result.candidates``) is the Pareto front of the
+  valid transformations evaluated, each ``{"levels", "loss", "highest_risk", "suppressed",
+  "optimum"}``; re-running with ``AnonymizationConfig(levels=candidate["levels"])`` applies
+  one (``report["levels_fixed"]`` is then true and ``report["optimum"]`` still names the
+  optimum, to compare).
+* Risk: ``report["risk_before"]`` / ``["risk_after"]`` keep the prosecutor figures at the top
+  (``highest``, ``average``, ``records_at_risk``, ``sample_uniques``) and add ``journalist``,
+  ``marketer`` and, with a population model, ``population`` (each estimator's share of
+  population uniques, ``dankar`` and ``dankar_model``; ``None`` for an estimate that failed).
 """
 
 from __future__ import annotations
