@@ -259,8 +259,10 @@ def anonymize(
     achieved_l, achieved_t = model.legacy_achieved(released, context)
 
     # --- metrics
-    loss_vec = enc.loss_vector(table, fails)
-    kept_shares, _ = enc.share_sums(table, fails)
+    kept_shares, suppressed_shares = enc.share_sums(table, fails)
+    loss_vec = metrics.loss_per_attribute(
+        kept_shares, suppressed_shares, suppressed, n, enc.domain_sizes
+    )
     heights = {q: config.quasi_identifiers[q].height for q in qis}
     entropy, entropy_max = [], []
     failing_base = np.flatnonzero(fails[base_to_class])

@@ -27,8 +27,10 @@ How the search stays fast:
 
 The valid transformations evaluated are kept (their levels, Loss, highest risk and suppressed
 rows; at most :data:`CANDIDATE_LIMIT` before thinning to the Pareto front), so that the result
-can show the Pareto front of the candidates; once the optimum is known, :data:`EXPLORE` more
-transformations (next lowest Loss bound first) are evaluated for that front.
+can show the Pareto front of the candidates; once the optimum is known, up to :data:`EXPLORE`
+more transformations around it (its generalizations, breadth first) are evaluated for that
+front, within a quarter of the search's own work (:data:`EXPLORE_WORK`, counted in classes
+rolled up, so the candidates do not depend on the machine's speed).
 
 Lattices of more than :data:`MAX_NODES` nodes, or a search exceeding ``time_limit``, fall back
 to a greedy bottom-up climb; its result is flagged ``heuristic=True``.
@@ -57,8 +59,10 @@ __all__ = ["EncodedData", "Table", "SearchResult", "search", "pareto_front", "MA
 MAX_NODES = 200_000
 #: Valid transformations remembered before the list is thinned to its Pareto front.
 CANDIDATE_LIMIT = 20_000
-#: Transformations evaluated past the optimum (lowest Loss bound first) for the candidates.
+#: Transformations evaluated around the optimum for the candidates, within this share of the
+#: search's own work.
 EXPLORE = 48
+EXPLORE_WORK = 0.25
 #: Memory budget of cached frequency tables of evaluated nodes.
 CACHE_BYTES = 256 * 1024 * 1024
 _TIE = 1e-12
@@ -435,17 +439,24 @@ class _Searcher:
         # A per-class model, monotone even with suppression, that the model implies.
         self.sub_model = model.pruning_model(data)
         self.checked = 0
+        self.work = 0  # classes rolled up: a measure of the search's work, machine-independent
         self.start_table = enc.base
         self.candidates: list[tuple[tuple[int, ...], float, float, int]] = []
 
     def _source(self, node: tuple[int, ...]) -> Table:
-        # The smallest cached table of a direct predecessor (one level lower on one attribute).
+        # The smallest cached table of a direct predecessor (one level lower on one attribute),
+        # else of any cached transformation below this one.
         best: Table | None = None
         for i, v in enumerate(node):
             if v > self.lo[i]:
                 pred = node[:i] + (v - 1,) + node[i + 1 :]
                 t = self.cache.get(pred)
                 if t is not None and (best is None or len(t.counts) < len(best.counts)):
+                    best = t
+        if best is None:
+            for levels, t in self.cache.items():
+                below = all(a <= b for a, b in zip(levels, node, strict=True))
+                if below and (best is None or len(t.counts) < len(best.counts)):
                     best = t
         return best if best is not None else self.start_table
 
@@ -479,6 +490,7 @@ class _Searcher:
         table, _ = self.enc.rollup(source, node, with_sensitive=self.with_sensitive)
         self._remember(table)
         self.checked += 1
+        self.work += len(source.counts)
         judged = self.judge(table, self.limit_rows)
         if not judged.valid:
             return False, judged.suppressed, np.inf
@@ -508,6 +520,7 @@ class _Searcher:
         needs_sensitive = self.sub_model.needs_sensitive and self.with_sensitive
         table, _ = self.enc.rollup(source, node, with_sensitive=needs_sensitive)
         self.checked += 1
+        self.work += len(source.counts)
         self.sub_cache[node] = table
         self.sub_cache_bytes += table.nbytes
         while self.sub_cache_bytes > CACHE_BYTES // 2 and len(self.sub_cache) > 1:
@@ -649,10 +662,8 @@ def search(
             path.append(tuple(current))
 
     s.report(0.0, "searching the generalization lattice")
-    stopped = len(order)
     for count, idx in enumerate(order):
         if best is not None and bound[idx] > best_loss + _TIE * max(1.0, best_loss):
-            stopped = count
             break  # every remaining node has a larger lower bound: none can win
         if state[idx] == -1 or state[idx] == 2:
             continue
@@ -685,15 +696,31 @@ def search(
         raise EngineError(_no_solution_message(model))
     # A few more transformations past the optimum (next lowest bound first, known invalid ones
     # skipped) so that the candidates show what more Loss buys in risk or suppressed rows.
+    # Around the optimum: its direct generalizations, then theirs (breadth first), each rolled
+    # up from the cached table of the one below, so that the candidates show what a little
+    # more Loss buys in risk or suppressed rows. At most EXPLORE of them, and at most a
+    # quarter more work than the search itself (counted in classes rolled up).
     explored = 0
-    for idx in order[stopped:]:
-        if explored >= explore or s.timed_out():
-            break
-        if state[idx] == -1 or state[idx] == 2:
-            continue
-        state[idx] = 0
-        check(tuple(int(v) for v in nodes[idx]))
-        explored += 1
+    budget = s.work + EXPLORE_WORK * s.work
+    queue = [best]
+    seen = {best}
+    while queue and explored < explore and s.work <= budget and not s.timed_out():
+        node = queue.pop(0)
+        for i in range(d):
+            if node[i] >= hi[i] or explored >= explore:
+                continue
+            up = node[:i] + (node[i] + 1,) + node[i + 1 :]
+            if up in seen:
+                continue
+            seen.add(up)
+            j = index_of(up)
+            if state[j] == -1:
+                continue
+            if state[j] != 2:
+                state[j] = 0
+                explored += 1
+            if check(up, node):
+                queue.append(up)
     s.report(1.0, "search finished")
     return s.result(best, best_loss, best_suppressed, False)
 
