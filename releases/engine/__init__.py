@@ -1,14 +1,19 @@
-"""Anonymization engine: k-anonymity, l-diversity and t-closeness on pandas DataFrames.
+"""Anonymization engine: k-anonymity, l-diversity, t-closeness, δ-disclosure, β-likeness and
+re-identification risk models on pandas DataFrames.
 
-Pure Python on pandas and numpy; nothing here imports Django. Entry point: :func:`anonymize`.
+Pure Python on pandas, numpy and scipy; nothing here imports Django. Entry point:
+:func:`anonymize`; the privacy models are defined in :mod:`.criteria`.
 """
 
-from .api import anonymize, validate_config
+from .api import anonymize, parse_levels, validate_config
+from .criteria import POPULATION_PARAMS, REGISTRY, Check, Criterion, ParamSpec, checks
 from .hierarchy import Hierarchy
+from .risk import PopulationModel
 from .types import (
     SUPPRESSED_VALUE,
     AnonymizationConfig,
     AnonymizationResult,
+    Candidate,
     EngineError,
     HierarchyError,
     PrivacyModel,
@@ -25,16 +30,25 @@ automatic = Hierarchy.automatic
 from_arx_csv = Hierarchy.from_arx_csv
 
 __all__ = [
+    "POPULATION_PARAMS",
+    "REGISTRY",
     "SUPPRESSED_VALUE",
     "AnonymizationConfig",
     "AnonymizationResult",
+    "Candidate",
+    "Check",
+    "Criterion",
     "EngineError",
     "Hierarchy",
     "HierarchyError",
+    "ParamSpec",
+    "PopulationModel",
     "PrivacyModel",
     "ProgressCallback",
     "RiskSummary",
     "anonymize",
+    "checks",
+    "parse_levels",
     "automatic",
     "categorical",
     "dates",

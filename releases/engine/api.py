@@ -3,23 +3,26 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
 
 from . import metrics
+from .criteria import DataContext, PrivacyModel
 from .hierarchy import Hierarchy
-from .lattice import EncodedData, search
-from .privacy import TContext, distinct_l, entropy_l, recursive_l_value, t_distance
+from .lattice import EncodedData, SearchResult, pareto_front, search
 from .risk import risk_summary
 from .types import (
+    SUPPRESSED_VALUE,
     AnonymizationConfig,
     AnonymizationResult,
+    Candidate,
     EngineError,
     ProgressCallback,
 )
 
-__all__ = ["anonymize", "validate_config"]
+__all__ = ["anonymize", "validate_config", "parse_levels"]
 
 
 def _as_text(column: pd.Series) -> pd.Series:
@@ -59,6 +62,29 @@ def _kept(column: pd.Series, keep_rows: np.ndarray, dropped: bool):
     return column.to_numpy()[keep_rows]
 
 
+def parse_levels(text: str) -> dict[str, int]:
+    """``"age=2,sex=0"`` -> ``{"age": 2, "sex": 0}`` (the command line's ``--levels``)."""
+    out: dict[str, int] = {}
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        name, sep, value = part.rpartition("=")
+        if not sep or not name.strip():
+            raise EngineError(f"Levels are given as COLUMN=LEVEL, not {part!r}.")
+        try:
+            level = int(value)
+        except ValueError:
+            raise EngineError(
+                f"The level of {name.strip()!r} must be a number, not {value!r}."
+            ) from None
+        if name.strip() in out:
+            raise EngineError(f"The level of {name.strip()!r} is given twice.")
+        out[name.strip()] = level
+    if not out:
+        raise EngineError("No levels given.")
+    return out
+
+
 def validate_config(
     data: pd.DataFrame, config: AnonymizationConfig, check_values: bool = True
 ) -> None:
@@ -86,29 +112,43 @@ def validate_config(
                     raise EngineError(f"Column {name!r} is listed twice as {role}.")
                 raise EngineError(f"Column {name!r} cannot be both {roles[name]} and {role}.")
             roles[name] = role
-    if (model.l is not None or model.t is not None) and not config.sensitive:
-        what = "l-diversity" if model.l is not None else "t-closeness"
-        raise EngineError(f"{what} needs at least one sensitive attribute.")
-    if model.t is not None and model.t_distance == "hierarchical":
-        for name in config.sensitive:
-            if name not in config.sensitive_hierarchies:
-                raise EngineError(
-                    f"Hierarchical-distance t-closeness needs a hierarchy for the sensitive "
-                    f"attribute {name!r}."
-                )
+    for criterion in model.criteria:
+        if criterion.needs_sensitive and not config.sensitive:
+            raise EngineError(f"{criterion.label} needs at least one sensitive attribute.")
+        if criterion.requires_hierarchy():
+            for name in config.sensitive:
+                if name not in config.sensitive_hierarchies:
+                    raise EngineError(
+                        f"{criterion.describe().capitalize()} needs a hierarchy for the "
+                        f"sensitive attribute {name!r}."
+                    )
+        if config.algorithm == "mondrian" and not criterion.local_recoding:
+            raise EngineError(
+                f"{criterion.label.capitalize()} cannot be enforced by Mondrian (local "
+                "recoding); use the optimal search."
+            )
     n = len(data)
     if n == 0:
         raise EngineError("The data has no rows to anonymize.")
     if model.k > n:
         raise EngineError(f"k={model.k} is larger than the number of rows ({n}).")
-    for bounds, what in ((config.min_levels, "minimum"), (config.max_levels, "maximum")):
+    size = model.population.population_size if model.population is not None else None
+    if size is not None and size < n:
+        raise EngineError(f"The population ({size:,}) is smaller than the data ({n:,} rows).")
+    if config.levels is not None and config.algorithm != "optimal":
+        raise EngineError("Fixed levels apply to the optimal search, not to Mondrian.")
+    for bounds, what in (
+        (config.min_levels, "minimum"),
+        (config.max_levels, "maximum"),
+        (config.levels or {}, "fixed"),
+    ):
         for name, level in bounds.items():
             if name not in config.quasi_identifiers:
                 raise EngineError(
                     f"A {what} level is given for {name!r}, which is not a quasi-identifier."
                 )
             height = config.quasi_identifiers[name].height
-            if not 0 <= int(level) < height:
+            if int(level) != level or not 0 <= int(level) < height:
                 raise EngineError(
                     f"The {what} level of {name!r} must be between 0 and {height - 1}, not {level}."
                 )
@@ -139,7 +179,7 @@ def anonymize(
     """Anonymize ``data`` (cells are strings; "" is a missing value) as ``config`` asks.
 
     Raises :class:`EngineError` for an unusable configuration, and when no transformation
-    satisfies the model within the suppression limit.
+    satisfies the model within the suppression limit (or the fixed levels do not).
     """
     started = time.perf_counter()
     validate_config(data, config, check_values=config.algorithm != "optimal")
@@ -154,18 +194,31 @@ def anonymize(
     qis = list(config.quasi_identifiers)
     work = pd.DataFrame({c: _as_text(data[c]) for c in qis + list(config.sensitive)})
     enc = EncodedData.build(
-        work, dict(config.quasi_identifiers), config.sensitive, model, config.sensitive_hierarchies
+        work,
+        dict(config.quasi_identifiers),
+        config.sensitive,
+        config.sensitive_hierarchies,
+        track_first=bool(model.dataset_criteria),
     )
+    n = enc.n
+    population_size = model.population.size(n) if model.population is not None else None
+    context = enc.data_context(config.sensitive_hierarchies, population_size)
     lo = [int(config.min_levels.get(q, 0)) for q in qis]
     hi = [int(config.max_levels.get(q, config.quasi_identifiers[q].height - 1)) for q in qis]
-    found = search(enc, model, lo, hi, config.time_limit, progress)
+    found, optimum, candidates = _search(enc, model, qis, lo, hi, config, progress, context)
 
     # Re-derive the chosen transformation from the level-0 table to map rows to classes.
     table, base_to_class = enc.rollup(enc.base, found.levels)
-    fails = enc.fails(table, model)
+    judged = model.evaluate(
+        table.classes(),
+        context,
+        None,
+        tie_order=enc.tie_order(table) if model.dataset_criteria else None,
+        excluded=enc.fully_generalized(table) if model.dataset_criteria else None,
+    )
+    fails = judged.fails
     row_class = base_to_class[enc.row_class]
     keep_rows = ~fails[row_class]
-    n = enc.n
     suppressed = int(table.counts[fails].sum())
 
     # --- the extract: identifiers dropped, suppressed rows removed, QIs generalized
@@ -198,35 +251,20 @@ def anonymize(
             for i, q in enumerate(qis)
         }
     )
-    classes["size"] = sizes
-    achieved_l: dict[str, float] = {}
-    achieved_t: dict[str, float] = {}
-    for name in config.sensitive:
-        sc = table.sensitive[name].subset(keep_classes)
-        dl = distinct_l(sc)
-        el = entropy_l(sc)
-        ctx = enc.contexts.get(name) or TContext.build(
-            enc.sensitive_codes[name], "equal", n_values=len(enc.sensitive_labels[name])
-        )
-        tv = t_distance(sc, ctx)
-        classes[f"{name}:distinct_l"] = dl
-        classes[f"{name}:entropy_l"] = el
-        classes[f"{name}:t"] = tv
-        if model.l_variant == "entropy" and model.l is not None:
-            lv = el
-        elif model.l_variant == "recursive" and model.l is not None:
-            lv = recursive_l_value(sc, float(model.c or 0))
-        else:
-            lv = dl
-        achieved_l[name] = float(lv.min()) if len(lv) else 0.0
-        achieved_t[name] = float(tv.max()) if len(tv) else 0.0
+    released = table.classes().subset(keep_classes)
+    for name, values in model.class_columns(released, context).items():
+        classes[name] = values
     classes["fails"] = ""
     classes = classes.sort_values(["size", *qis], kind="stable").reset_index(drop=True)
+    achieved_l, achieved_t = model.legacy_achieved(released, context)
 
     # --- metrics
-    loss_vec = enc.loss_vector(table, fails)
+    kept_shares, suppressed_shares = enc.share_sums(table, fails)
+    loss_vec = metrics.loss_per_attribute(
+        kept_shares, suppressed_shares, suppressed, n, enc.domain_sizes
+    )
     heights = {q: config.quasi_identifiers[q].height for q in qis}
-    released_entropy = 0.0
+    entropy, entropy_max = [], []
     failing_base = np.flatnonzero(fails[base_to_class])
     for i, a in enumerate(enc.attributes):
         level = found.levels[i]
@@ -236,23 +274,35 @@ def anonymize(
             weights=enc.base.counts[failing_base],
             minlength=a.cardinality(0),
         )
-        released_entropy += metrics.non_uniform_entropy_from_counts(
-            a.frequency - sup_v, a.gen[level], sup_v
+        h, top = metrics.non_uniform_entropy_levels(
+            a.frequency - sup_v,
+            sup_v,
+            a.gen,
+            a.released_level(level),
+            a.hierarchy.label_levels[SUPPRESSED_VALUE],
         )
+        entropy.append(h)
+        entropy_max.append(top)
     metric_values = {
         "loss": float(metrics.loss(loss_vec)),
-        "granularity": float(metrics.granularity(loss_vec)),
+        "granularity": metrics.granularity((kept_shares + suppressed) / n, 1.0 / enc.domain_sizes),
         "precision": float(
             metrics.precision(found.levels, [heights[q] for q in qis], suppressed, n)
         ),
         "discernibility": int(metrics.discernibility(sizes, suppressed, n)),
         "average_class_size": float(metrics.average_class_size(n - suppressed, len(sizes))),
-        "non_uniform_entropy": float(released_entropy),
+        "non_uniform_entropy": metrics.normalised_entropy(entropy, entropy_max),
+        "non_uniform_entropy_bits": float(sum(entropy)),
         "loss_per_attribute": {q: float(v) for q, v in zip(qis, loss_vec, strict=True)},
     }
 
     if progress is not None:
         progress(1.0, "release built")
+    warnings = [
+        w
+        for h in [*config.quasi_identifiers.values(), *config.sensitive_hierarchies.values()]
+        for w in h.warnings
+    ]
     return AnonymizationResult(
         data=extract,
         algorithm="optimal",
@@ -266,10 +316,96 @@ def anonymize(
         achieved_l=achieved_l,
         achieved_t=achieved_t,
         metrics=metric_values,
-        risk_before=risk_summary(enc.base.counts),
-        risk_after=risk_summary(sizes),
+        risk_before=risk_summary(enc.base.counts, population_size=population_size),
+        risk_after=risk_summary(sizes, population_size=population_size),
         transformations_checked=int(found.transformations_checked),
         seconds=float(time.perf_counter() - started),
         heuristic=bool(found.heuristic),
         source_rows=np.flatnonzero(keep_rows),
+        model=model,
+        models=model.achieved(released, context),
+        candidates=candidates,
+        optimum=optimum,
+        levels_fixed=config.levels is not None,
+        warnings=warnings,
+    )
+
+
+def _candidate(qis, entry, optimum_levels) -> Candidate:
+    levels, loss, highest, suppressed = entry
+    return Candidate(
+        {q: int(v) for q, v in zip(qis, levels, strict=True)},
+        float(loss),
+        float(highest),
+        int(suppressed),
+        tuple(levels) == tuple(optimum_levels),
+    )
+
+
+def _search(
+    enc: EncodedData,
+    model: PrivacyModel,
+    qis: list[str],
+    lo: list[int],
+    hi: list[int],
+    config: AnonymizationConfig,
+    progress: ProgressCallback | None,
+    context: DataContext,
+) -> tuple[SearchResult, Candidate, list[Candidate]]:
+    """The transformation to apply (the optimum, or the best one with the fixed levels), the
+    optimum, and the Pareto front of the valid candidates evaluated."""
+    chosen = None
+    if config.levels is not None:
+        fixed_lo = [int(config.levels.get(q, a)) for q, a in zip(qis, lo, strict=True)]
+        fixed_hi = [int(config.levels.get(q, b)) for q, b in zip(qis, hi, strict=True)]
+        try:
+            chosen = search(
+                enc, model, fixed_lo, fixed_hi, config.time_limit, None, context, explore=0
+            )
+        except EngineError:
+            message = _fixed_levels_message(enc, model, qis, fixed_lo, config.levels, context)
+            raise EngineError(message) from None
+    best = search(enc, model, lo, hi, config.time_limit, progress, context)
+    front = [_candidate(qis, c, best.levels) for c in pareto_front(best.candidates)]
+    optimum = _candidate(
+        qis, (best.levels, best.loss, _highest(best), best.suppressed), best.levels
+    )
+    return (chosen or best), optimum, front
+
+
+def _highest(found: SearchResult) -> float:
+    for levels, _, highest, _ in found.candidates:
+        if tuple(levels) == tuple(found.levels):
+            return float(highest)
+    return 0.0
+
+
+def _fixed_levels_message(
+    enc: EncodedData,
+    model: PrivacyModel,
+    qis: list[str],
+    lo: list[int],
+    levels: Mapping[str, int],
+    context: DataContext,
+) -> str:
+    given = ", ".join(f"{q}={levels[q]}" for q in qis if q in levels)
+    share = f"{model.suppression_limit * 100:g}%"
+    allowed = int(np.floor(model.suppression_limit * enc.n + 1e-9))
+    if len(levels) == len(qis):
+        table, _ = enc.rollup(enc.base, tuple(lo))
+        judged = model.evaluate(
+            table.classes(),
+            context,
+            None,
+            tie_order=enc.tie_order(table) if model.dataset_criteria else None,
+            excluded=enc.fully_generalized(table) if model.dataset_criteria else None,
+        )
+        return (
+            f"The levels {given} do not satisfy {model.describe_criteria()} with at most {share} "
+            f"of rows suppressed: they would suppress {judged.suppressed:,} rows, at most "
+            f"{allowed:,} are allowed."
+        )
+    return (
+        f"No generalization with {given} satisfies {model.describe_criteria()} with at most "
+        f"{share} of rows suppressed."
     )

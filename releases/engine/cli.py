@@ -1,19 +1,28 @@
 """Command-line anonymization: the logic behind ``python manage.py anonymize`` (no Django here).
 
     anonymize INPUT --out OUT.csv [--report REPORT.json] --qi COL[=HIERARCHY.csv] ...
-              [--sensitive COL ...] [--identifier COL ...] --k N
-              [--l N --l-variant distinct|entropy|recursive --c C]
-              [--t T --t-distance equal|ordered|hierarchical] [--sensitive-hierarchy COL=FILE ...]
+              [--sensitive COL ...] [--identifier COL ...]
+              privacy models, at least one (generated from :mod:`.criteria`):
+              [--k N] [--l N --l-variant distinct|entropy|recursive --c C]
+              [--t T --t-distance equal|ordered|hierarchical] [--delta-disclosure D]
+              [--beta B --beta-variant basic|enhanced] [--highest-risk R] [--average-risk R]
+              [--population-uniqueness U --population-model dankar|pitman|zayatz|snb]
+              [--population-size N | --sampling-fraction F]
+              [--levels COL=N[,COL=N...]] [--sensitive-hierarchy COL=FILE ...]
               [--suppression-limit F] [--algorithm optimal|mondrian] [--delimiter D]
 
 INPUT is read as text (every cell a string, an empty cell the value ""), UTF-8 (with or
 without BOM) or else Latin-1; the delimiter is detected from the header line (``,`` ``;`` or
 tab) unless given. A quasi-identifier without a hierarchy file gets ``Hierarchy.automatic``.
-Columns not named are released unchanged; identifiers are dropped.
+Columns not named are released unchanged; identifiers are dropped. A privacy model is asked
+for by its first option (``--k``, ``--delta-disclosure``, ...); its other options refine it.
+``--levels`` applies the given generalization levels (e.g. a candidate from an earlier
+report) instead of the optimum; the report still shows the optimum to compare.
 
 OUT is written with the input's delimiter, UTF-8, with spreadsheet formulas neutralised. Both
 output files are first written to temporary files in their folders and then renamed, so a
-failure leaves no (partial) output. Any error prints one line on stderr and exits with 2.
+failure leaves no (partial) output. Any error prints one line on stderr and exits with 2;
+warnings (e.g. a hierarchy row listed twice) print a line each on stderr.
 """
 
 from __future__ import annotations
@@ -32,8 +41,11 @@ import numpy as np
 import pandas as pd
 
 from . import tabular
+from .api import parse_levels
+from .criteria import POPULATION_PARAMS, REGISTRY, PrivacyModel
 from .export import write_csv
-from .types import AnonymizationConfig, AnonymizationResult, EngineError, PrivacyModel
+from .risk import PopulationModel
+from .types import AnonymizationConfig, AnonymizationResult, EngineError
 
 EXIT_OK = 0
 EXIT_ERROR = 2
@@ -52,8 +64,9 @@ class _Parser(argparse.ArgumentParser):
 def build_parser(prog: str = "anonymize") -> argparse.ArgumentParser:
     p = _Parser(
         prog=prog,
-        description="Anonymize a CSV file (k-anonymity, l-diversity, "
-        "t-closeness) and write the extract and a JSON report.",
+        description="Anonymize a table (k-anonymity, l-diversity, t-closeness, δ-disclosure, "
+        "β-likeness, re-identification risk, population uniqueness) and write the extract and "
+        "a JSON report.",
     )
     p.add_argument("input", metavar="INPUT", help="CSV file to anonymize")
     p.add_argument("--out", required=True, metavar="OUT.csv", help="where to write the extract")
@@ -76,12 +89,13 @@ def build_parser(prog: str = "anonymize") -> argparse.ArgumentParser:
         metavar="COL",
         help="direct identifier: dropped from the extract",
     )
-    p.add_argument("--k", type=int, required=True, metavar="N")
-    p.add_argument("--l", type=float, metavar="N")
-    p.add_argument("--l-variant", choices=["distinct", "entropy", "recursive"], default="distinct")
-    p.add_argument("--c", type=float, metavar="C", help="c of recursive (c,l)-diversity")
-    p.add_argument("--t", type=float, metavar="T")
-    p.add_argument("--t-distance", choices=["equal", "ordered", "hierarchical"], default="equal")
+    _add_model_options(p)
+    p.add_argument(
+        "--levels",
+        metavar="COL=N[,COL=N...]",
+        help="apply these generalization levels (the others are searched) instead of the "
+        "optimum, e.g. a candidate of an earlier report",
+    )
     p.add_argument(
         "--sensitive-hierarchy", action="extend", nargs="+", default=[], metavar="COL=FILE"
     )
@@ -95,6 +109,66 @@ def build_parser(prog: str = "anonymize") -> argparse.ArgumentParser:
     p.add_argument("--algorithm", choices=["optimal", "mondrian"], default="optimal")
     p.add_argument("--delimiter", metavar="D", help="input delimiter (detected when omitted)")
     return p
+
+
+_TYPES = {"int": int, "float": float}
+
+
+def _add_model_options(p: argparse.ArgumentParser) -> None:
+    """One option per parameter of every privacy model, and the population model's."""
+    group = p.add_argument_group(
+        "privacy models", "at least one; a model is asked for by its first option"
+    )
+    for name, kind in REGISTRY.items():
+        for i, spec in enumerate(kind.params):
+            help_text = (spec.help or spec.label).rstrip(".")
+            if i == 0:
+                help_text = f"{kind.label}: {help_text[:1].lower()}{help_text[1:]}"
+            elif spec.default is not None:
+                help_text = f"{help_text} (default {spec.default})"
+            group.add_argument(
+                spec.flag,
+                dest=spec.key(name),
+                type=_TYPES.get(spec.kind, str),
+                choices=[c for c, _ in spec.choices] or None,
+                metavar=spec.metavar,
+                help=help_text.replace("%", "%%"),
+            )
+    population = p.add_argument_group(
+        "population", "for population uniqueness and the journalist and marketer risk"
+    )
+    for spec in POPULATION_PARAMS:
+        population.add_argument(
+            spec.flag,
+            dest=spec.name,
+            type=_TYPES[spec.kind],
+            metavar=spec.metavar,
+            help=spec.help.replace("%", "%%"),
+        )
+
+
+def _privacy_model(args: argparse.Namespace) -> PrivacyModel:
+    criteria = []
+    for name, kind in REGISTRY.items():
+        values = {spec.name: getattr(args, spec.key(name)) for spec in kind.params}
+        main = kind.params[0]
+        if values[main.name] is None:
+            extra = [s.flag for s in kind.params[1:] if values[s.name] is not None]
+            if extra:
+                raise CliError(f"{extra[0]} refines {kind.label}: give {main.flag} too")
+            continue
+        criteria.append(kind(**values))
+    if not criteria:
+        flags = ", ".join(str(kind.params[0].flag) for kind in REGISTRY.values())
+        raise CliError(f"choose at least one privacy model: {flags}")
+    population = None
+    if args.population_size is not None or args.sampling_fraction is not None:
+        population = PopulationModel(args.population_size, args.sampling_fraction)
+    model = PrivacyModel(
+        criteria=criteria, suppression_limit=args.suppression_limit, population=population
+    )
+    model.validate()
+    return model
 
 
 # --------------------------------------------------------------------------- reading
@@ -178,16 +252,7 @@ def build_config(args: argparse.Namespace, df: pd.DataFrame) -> AnonymizationCon
         if name not in args.sensitive:
             raise CliError(f"--sensitive-hierarchy {name!r}: not named with --sensitive")
         sensitive_hierarchies[name] = _load_hierarchy(name, file, df[name])
-    model = PrivacyModel(
-        k=args.k,
-        l=args.l,
-        l_variant=args.l_variant,
-        c=args.c,
-        t=args.t,
-        t_distance=args.t_distance,
-        suppression_limit=args.suppression_limit,
-    )
-    model.validate()
+    model = _privacy_model(args)
     return AnonymizationConfig(
         quasi_identifiers=qis,
         model=model,
@@ -195,6 +260,7 @@ def build_config(args: argparse.Namespace, df: pd.DataFrame) -> AnonymizationCon
         identifiers=list(dict.fromkeys(args.identifier)),
         sensitive_hierarchies=sensitive_hierarchies,
         algorithm=args.algorithm,
+        levels=parse_levels(args.levels) if args.levels else None,
     )
 
 
@@ -248,23 +314,36 @@ def write_outputs(
 # --------------------------------------------------------------------------- entry points
 
 
-def execute(argv: Sequence[str], stdout: TextIO | None = None, prog: str = "anonymize") -> None:
-    """Parse ``argv``, anonymize, write the files. Raises :class:`CliError` on any problem."""
+def execute(
+    argv: Sequence[str],
+    stdout: TextIO | None = None,
+    prog: str = "anonymize",
+    stderr: TextIO | None = None,
+) -> None:
+    """Parse ``argv``, anonymize, write the files. Raises :class:`CliError` on any problem.
+    Warnings (e.g. a hierarchy row listed twice) go to ``stderr``, one line each."""
     from .api import anonymize
 
     args = build_parser(prog).parse_args(list(argv))
     try:
         df, sep = read_table(args.input, _delimiter_arg(args.delimiter))
         config = build_config(args, df)
+        hierarchies = [*config.quasi_identifiers.values(), *config.sensitive_hierarchies.values()]
+        for warning in (w for h in hierarchies for w in h.warnings):
+            (stderr or sys.stderr).write(f"{prog}: warning: {' '.join(warning.split())}\n")
         result = anonymize(df, config)
     except EngineError as exc:
         raise CliError(str(exc)) from None
     write_outputs(result, args.out, args.report, sep)
     if stdout is not None:
+        how = result.algorithm
+        if result.levels is not None:
+            chosen = ",".join(f"{q}={v}" for q, v in result.levels.items())
+            how = f"levels {chosen}" + (" as given" if result.levels_fixed else ", the optimum")
         stdout.write(
             f"{result.rows_out} of {result.rows_in} rows released in {len(result.classes)} "
-            f"classes (k={result.achieved_k}, {result.algorithm}, {result.seconds:.2f} s) "
-            f"-> {args.out}\n"
+            f"classes (k={result.achieved_k}; {config.model.describe_criteria()}; {how}; "
+            f"{result.seconds:.2f} s) -> {args.out}\n"
         )
 
 
@@ -283,7 +362,7 @@ def run(
     stderr = sys.stderr if stderr is None else stderr
     try:
         with contextlib.redirect_stdout(stdout):
-            execute(argv, stdout=stdout, prog=prog)
+            execute(argv, stdout=stdout, prog=prog, stderr=stderr)
     except CliError as exc:
         message = " ".join(str(exc).split())  # one line, whatever the message holds
         stderr.write(f"{prog}: error: {message}\n")

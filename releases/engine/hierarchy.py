@@ -77,45 +77,79 @@ def _parse_number(value: str) -> float | None:
 class Hierarchy:
     """A generalization hierarchy of one attribute.
 
-    ``rows[i]`` holds a value (level 0) followed by its generalizations up to the top level.
-    ``height`` is the number of levels including level 0.
+    ``rows[i]`` holds a value (level 0) followed by its generalizations up to the top level,
+    one row per value. ``height`` is the number of levels including level 0.
+
+    A row repeated identically (ARX's own benchmark files have some) adds nothing: it is kept
+    out of ``rows`` and reported in ``warnings``. Two rows giving one value different
+    generalizations are refused. ``source_rows`` keeps the rows as given, repeats included:
+    ARX counts every row of the file as a leaf of the domain (``DomainShareMaterialized``), so
+    domain shares (:meth:`domain_shares`, :attr:`domain_size`) do too.
     """
 
     rows: tuple[tuple[str, ...], ...]
     attribute: str | None = None
     #: How the hierarchy was made ("arx", "intervals", "dates", "masking", "categorical").
     kind: str = field(default="arx", compare=False)
+    #: Sentences about what was accepted but looked odd (repeated rows).
+    warnings: tuple[str, ...] = field(default=(), init=False, compare=False)
+    source_rows: tuple[tuple[str, ...], ...] = field(default=(), init=False, compare=False)
 
     def __post_init__(self) -> None:
         rows = tuple(tuple(str(v) for v in row) for row in self.rows)
-        object.__setattr__(self, "rows", rows)
+        object.__setattr__(self, "source_rows", rows)
+        self._check_lengths(rows)
+        unique, warnings = self._without_repeats(rows)
+        object.__setattr__(self, "rows", unique)
+        object.__setattr__(self, "warnings", tuple(warnings))
         self._check()
 
     # ----------------------------------------------------------------------------- checks
-    def _check(self) -> None:
-        if not self.rows:
+    def _check_lengths(self, rows: tuple[tuple[str, ...], ...]) -> None:
+        if not rows:
             raise HierarchyError(self._named("The hierarchy is empty."))
-        height = len(self.rows[0])
-        lengths = [len(r) for r in self.rows]
+        lengths = [len(r) for r in rows]
         if len(set(lengths)) > 1:
             # Name the first row whose length differs from the most common one.
             common = max(set(lengths), key=lengths.count)
             i = next(i for i, n in enumerate(lengths) if n != common)
             raise HierarchyError(
                 self._named(
-                    f"row {i + 1} ({self.rows[i][0]!r}) has {lengths[i]} levels, "
-                    f"the others {common}."
+                    f"row {i + 1} ({rows[i][0]!r}) has {lengths[i]} levels, the others {common}."
                 )
             )
+
+    def _without_repeats(
+        self, rows: tuple[tuple[str, ...], ...]
+    ) -> tuple[tuple[tuple[str, ...], ...], list[str]]:
+        """The rows with identical repeats dropped, and a warning per repeat; a value given
+        two different generalizations is an error naming both rows."""
         seen: dict[str, int] = {}
-        for i, row in enumerate(self.rows):
-            if row[0] in seen:
-                raise HierarchyError(
+        unique: list[tuple[str, ...]] = []
+        warnings: list[str] = []
+        for i, row in enumerate(rows):
+            first = seen.get(row[0])
+            if first is None:
+                seen[row[0]] = i
+                unique.append(row)
+            elif rows[first] == row:
+                warnings.append(
                     self._named(
-                        f"value {row[0]!r} appears twice (rows {seen[row[0]] + 1} and {i + 1})."
+                        f"value {row[0]!r} is listed twice with the same generalizations "
+                        f"(rows {first + 1} and {i + 1}); the repeated row is ignored."
                     )
                 )
-            seen[row[0]] = i
+            else:
+                raise HierarchyError(
+                    self._named(
+                        f"value {row[0]!r} appears twice with different generalizations "
+                        f"(rows {first + 1} and {i + 1}); a value must have a single row."
+                    )
+                )
+        return tuple(unique), warnings
+
+    def _check(self) -> None:
+        height = len(self.rows[0])
         # Functional: values that agree at level i agree at every level above i.
         for level in range(1, height - 1):
             parent: dict[str, tuple[str, int]] = {}
@@ -173,13 +207,29 @@ class Hierarchy:
         as ARX's ``DomainShareMaterialized`` computes it (leaves of the hierarchy, not of data).
         """
         counts: dict[str, int] = {}
-        for r in self.rows:
+        for r in self.source_rows:
             counts[r[level]] = counts.get(r[level], 0) + 1
-        size = len(self.rows)
+        size = len(self.source_rows)
         return {k: v / size for k, v in counts.items()}
 
+    @cached_property
+    def label_levels(self) -> dict[str, int]:
+        """Each label -> the first level (column) holding it: how ARX reads a released label's
+        level back (its "inverse generalization function"); ``*`` is the top when absent."""
+        out: dict[str, int] = {}
+        for level in range(self.height):
+            for r in self.source_rows:
+                out.setdefault(r[level], level)
+        out.setdefault(SUPPRESSED_VALUE, self.height - 1)
+        return out
+
+    @property
+    def domain_size(self) -> int:
+        """Leaves of the domain as ARX counts them: the rows of the file, repeats included."""
+        return len(self.source_rows)
+
     def with_attribute(self, attribute: str) -> Hierarchy:
-        return Hierarchy(self.rows, attribute=attribute, kind=self.kind)
+        return Hierarchy(self.source_rows, attribute=attribute, kind=self.kind)
 
     def validate_against(self, values: Iterable[str]) -> None:
         """Raise :class:`HierarchyError` naming the first value the hierarchy does not cover."""
@@ -195,10 +245,11 @@ class Hierarchy:
         return [list(r) for r in self.rows[:limit]]
 
     def to_arx_csv(self, delimiter: str = ";") -> str:
-        """ARX's format: no header, one row per value, levels separated by ``delimiter``."""
+        """ARX's format: no header, one row per value (as given), levels separated by
+        ``delimiter``."""
         out = io.StringIO()
         writer = csv.writer(out, delimiter=delimiter, lineterminator="\n")
-        writer.writerows(self.rows)
+        writer.writerows(self.source_rows)  # as given: repeats keep ARX's domain size
         return out.getvalue()
 
     def __eq__(self, other: object) -> bool:

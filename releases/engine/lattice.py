@@ -16,14 +16,21 @@ How the search stays fast:
   it would have without suppression, which needs no grouping (it only depends on per-value
   frequencies). Nodes are visited in ascending order of that bound; once the bound exceeds the
   best Loss found, no remaining node can win and the search stops. The result is exact.
-* Predictive tagging (ARX's Flash / optimal algorithm): for monotone models (k-anonymity and
-  distinct l-diversity with suppression; also entropy l-diversity and t-closeness without
-  suppression) an invalid node makes all its specializations invalid and a valid node all its
-  generalizations valid. Before a node of unknown status is evaluated, a binary search runs on
-  a path from it to the top (as Flash does), so the invalid nodes found tag whole down-sets.
-  Models that are not monotone (entropy / recursive l-diversity or t-closeness with a
-  suppression limit) are pruned with the monotone sub-model they imply: k (raised to the
-  smallest class size that can be t-close) and distinct ceil(l)-diversity.
+* Predictive tagging (ARX's Flash / optimal algorithm): for monotone models (every criterion
+  monotone, see :meth:`.criteria.PrivacyModel.monotone`) an invalid node makes all its
+  specializations invalid and a valid node all its generalizations valid. Before a node of
+  unknown status is evaluated, a binary search runs on a path from it to the top (as Flash
+  does), so the invalid nodes found tag whole down-sets. Models that are not monotone are
+  pruned with the monotone per-class model they imply
+  (:meth:`.criteria.PrivacyModel.pruning_model`: k raised to the smallest class that can pass,
+  distinct ceil(l)-diversity).
+
+The valid transformations evaluated are kept (their levels, Loss, highest risk and suppressed
+rows; at most :data:`CANDIDATE_LIMIT` before thinning to the Pareto front), so that the result
+can show the Pareto front of the candidates; once the optimum is known, up to :data:`EXPLORE`
+more transformations around it (its generalizations, breadth first) are evaluated for that
+front, within a quarter of the search's own work (:data:`EXPLORE_WORK`, counted in classes
+rolled up, so the candidates do not depend on the machine's speed).
 
 Lattices of more than :data:`MAX_NODES` nodes, or a search exceeding ``time_limit``, fall back
 to a greedy bottom-up climb; its result is flagged ``heuristic=True``.
@@ -31,7 +38,6 @@ to a greedy bottom-up climb; its result is flagged ``heuristic=True``.
 
 from __future__ import annotations
 
-import math
 import time
 from collections import OrderedDict
 from collections.abc import Sequence
@@ -41,20 +47,22 @@ import numpy as np
 import pandas as pd
 
 from . import metrics
+from .criteria import Classes, DataContext, PrivacyModel
+from .errors import EngineError
 from .hierarchy import Hierarchy
-from .privacy import (
-    SensitiveCounts,
-    TContext,
-    class_fails,
-    is_monotone,
-    min_class_size_for_t,
-)
-from .types import EngineError, PrivacyModel, ProgressCallback
+from .privacy import SensitiveCounts
+from .types import SUPPRESSED_VALUE, ProgressCallback
 
-__all__ = ["EncodedData", "Table", "SearchResult", "search", "MAX_NODES"]
+__all__ = ["EncodedData", "Table", "SearchResult", "search", "pareto_front", "MAX_NODES"]
 
 #: Lattices larger than this are searched greedily (result flagged heuristic).
 MAX_NODES = 200_000
+#: Valid transformations remembered before the list is thinned to its Pareto front.
+CANDIDATE_LIMIT = 20_000
+#: Transformations evaluated around the optimum for the candidates, within this share of the
+#: search's own work.
+EXPLORE = 48
+EXPLORE_WORK = 0.25
 #: Memory budget of cached frequency tables of evaluated nodes.
 CACHE_BYTES = 256 * 1024 * 1024
 _TIE = 1e-12
@@ -80,7 +88,7 @@ class Attribute:
 
     @property
     def domain_size(self) -> int:
-        return len(self.hierarchy.rows)
+        return self.hierarchy.domain_size
 
     def share_total(self, level: int) -> float:
         """Sum of domain shares over all rows at ``level``: ``sum_v freq(v) * share(gen(v))``."""
@@ -91,6 +99,12 @@ class Attribute:
 
     def cardinality(self, level: int) -> int:
         return len(self.labels[level])
+
+    def released_level(self, level: int) -> np.ndarray:
+        """Per data value, the level ARX reads off its label at ``level`` (see
+        :attr:`Hierarchy.label_levels`; usually ``level`` itself)."""
+        first = self.hierarchy.label_levels
+        return np.array([first[lab] for lab in self.labels[level]], dtype=np.int64)[self.gen[level]]
 
     def step(self, src: int, dst: int) -> np.ndarray:
         """Lookup array: code at level ``src`` -> code at level ``dst`` (src <= dst)."""
@@ -111,12 +125,20 @@ class Table:
     codes: np.ndarray  # (classes, quasi-identifiers) int32 codes at ``levels``
     counts: np.ndarray  # rows per class, int64
     sensitive: dict[str, SensitiveCounts]
+    first: np.ndarray | None = None  # first input row of each class (when tracked)
 
     @property
     def nbytes(self) -> int:
+        extra = 0 if self.first is None else self.first.nbytes
         return (
-            self.codes.nbytes + self.counts.nbytes + sum(s.nbytes for s in self.sensitive.values())
+            self.codes.nbytes
+            + self.counts.nbytes
+            + extra
+            + sum(s.nbytes for s in self.sensitive.values())
         )
+
+    def classes(self) -> Classes:
+        return Classes(self.counts, self.sensitive)
 
 
 def _group(cols: list[np.ndarray], cards: list[int]) -> tuple[np.ndarray, int, np.ndarray | None]:
@@ -168,7 +190,6 @@ class EncodedData:
     n: int
     base: Table
     row_class: np.ndarray
-    contexts: dict[str, TContext]
     sensitive_codes: dict[str, np.ndarray]
     sensitive_labels: dict[str, list[str]]
 
@@ -178,9 +199,11 @@ class EncodedData:
         data: pd.DataFrame,
         hierarchies: dict[str, Hierarchy],
         sensitive: Sequence[str] = (),
-        model: PrivacyModel | None = None,
         sensitive_hierarchies: dict[str, Hierarchy] | None = None,
+        track_first: bool = False,
     ) -> EncodedData:
+        """Encode ``data``; ``track_first``: remember each class's first input row (ARX orders
+        classes of equal size by it when a dataset criterion suppresses some)."""
         n = len(data)
         attributes: list[Attribute] = []
         row_codes: list[np.ndarray] = []
@@ -209,7 +232,6 @@ class EncodedData:
             for i, codes in enumerate(row_codes):
                 base_codes[row_class, i] = codes
         sens_counts: dict[str, SensitiveCounts] = {}
-        contexts: dict[str, TContext] = {}
         sens_codes: dict[str, np.ndarray] = {}
         sens_labels: dict[str, list[str]] = {}
         for name in sensitive:
@@ -226,17 +248,25 @@ class EncodedData:
             sens_counts[name] = SensitiveCounts.from_codes(
                 row_class, codes, n_groups=m, n_values=len(labels_s)
             )
-            if model is not None and model.t is not None:
-                contexts[name] = TContext.build(
-                    codes,
-                    model.t_distance,
-                    labels_s,
-                    (sensitive_hierarchies or {}).get(name),
-                    n_values=len(labels_s),
-                )
-        base = Table(tuple([0] * len(attributes)), base_codes, counts, sens_counts)
-        return cls(
-            attributes, n, base, row_class.astype(np.int64), contexts, sens_codes, sens_labels
+        first = None
+        if track_first:
+            _, first = np.unique(row_class, return_index=True)
+            first = first.astype(np.int64)
+        base = Table(tuple([0] * len(attributes)), base_codes, counts, sens_counts, first)
+        return cls(attributes, n, base, row_class.astype(np.int64), sens_codes, sens_labels)
+
+    def data_context(
+        self,
+        sensitive_hierarchies: dict[str, Hierarchy] | None = None,
+        population_size: int | None = None,
+    ) -> DataContext:
+        """What the privacy models need to know about the whole input."""
+        return DataContext(
+            self.n,
+            self.sensitive_codes,
+            self.sensitive_labels,
+            sensitive_hierarchies,
+            population_size,
         )
 
     # ------------------------------------------------------------------------------ roll-up
@@ -270,10 +300,46 @@ class EncodedData:
         sensitive = (
             {k: s.regroup(inverse, g) for k, s in table.sensitive.items()} if with_sensitive else {}
         )
-        return Table(tuple(int(v) for v in levels), codes, counts, sensitive), inverse
+        first = None
+        if table.first is not None:
+            first = np.full(g, np.iinfo(np.int64).max, dtype=np.int64)
+            np.minimum.at(first, inverse, table.first)
+        return Table(tuple(int(v) for v in levels), codes, counts, sensitive, first), inverse
 
-    def fails(self, table: Table, model: PrivacyModel) -> np.ndarray:
-        return class_fails(table.counts, table.sensitive, model, self.contexts)
+    def tie_order(self, table: Table):
+        """ARX's order of classes of equal size when a dataset criterion suppresses some:
+        lower information loss first (the class's Loss aggregate, ``sum_i log(1 + size *
+        share_i)``), then the earlier first row. Returns ``first(index, count)``: the
+        ``count`` classes of ``index`` (all of one size) that come first."""
+
+        def first(index: np.ndarray, count: int) -> np.ndarray:
+            if count >= len(index):
+                return index
+            size = table.counts[index]
+            loss = np.zeros(len(index))
+            for i, a in enumerate(self.attributes):
+                loss += np.log1p(size * a.shares[table.levels[i]][table.codes[index, i]])
+            # Everything below the count-th loss goes; the tie at that loss by first row.
+            cut = np.partition(loss, count - 1)[count - 1] if count else -np.inf
+            below = index[loss < cut]
+            at = index[loss == cut]
+            if table.first is not None:
+                at = at[np.argsort(table.first[at], kind="stable")]
+            return np.concatenate([below, at[: count - len(below)]])
+
+        return first
+
+    def fully_generalized(self, table: Table) -> np.ndarray:
+        """Classes whose every quasi-identifier is released as ``*`` (ARX leaves them out of
+        the risk distribution without counting them as suppressed)."""
+        out = np.ones(len(table.counts), dtype=bool)
+        for i, a in enumerate(self.attributes):
+            labels = a.labels[table.levels[i]]
+            star = np.array([lab == SUPPRESSED_VALUE for lab in labels], dtype=bool)
+            if not star.any():
+                return np.zeros(len(table.counts), dtype=bool)
+            out &= star[table.codes[:, i]]
+        return out
 
     # ------------------------------------------------------------------------------ loss
     def share_sums(self, table: Table, fails: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -320,6 +386,29 @@ class SearchResult:
     suppressed: int
     transformations_checked: int
     heuristic: bool
+    #: Valid transformations evaluated: (levels, Loss, highest risk, suppressed rows).
+    candidates: list[tuple[tuple[int, ...], float, float, int]] = field(default_factory=list)
+
+
+def pareto_front(
+    candidates: Sequence[tuple[tuple[int, ...], float, float, int]],
+) -> list[tuple[tuple[int, ...], float, float, int]]:
+    """The candidates no other candidate beats on Loss, highest risk and suppressed rows at
+    once (at least as good on all three, better on one); lowest Loss first."""
+    ordered = sorted(candidates, key=lambda c: (c[1], c[2], c[3], sum(c[0]), c[0]))
+    front: list[tuple[tuple[int, ...], float, float, int]] = []
+    for cand in ordered:
+        _, loss, risk, sup = cand
+        dominated = any(
+            f[1] <= loss + _TIE * max(1.0, abs(loss))
+            and f[2] <= risk
+            and f[3] <= sup
+            and (f[1] < loss - _TIE * max(1.0, abs(loss)) or f[2] < risk or f[3] < sup)
+            for f in front
+        )
+        if not dominated:
+            front.append(cand)
+    return front
 
 
 class _Searcher:
@@ -331,9 +420,11 @@ class _Searcher:
         hi: Sequence[int],
         time_limit: float | None,
         progress: ProgressCallback | None,
+        data: DataContext,
     ) -> None:
         self.enc = enc
         self.model = model
+        self.data = data
         self.lo = tuple(lo)
         self.hi = tuple(hi)
         self.limit_rows = int(np.floor(model.suppression_limit * enc.n + 1e-9))
@@ -343,28 +434,29 @@ class _Searcher:
         self.cache_bytes = 0
         self.sub_cache: OrderedDict[tuple[int, ...], Table] = OrderedDict()
         self.sub_cache_bytes = 0
-        # Every entropy / recursive l-diverse class holds at least ceil(l) distinct values,
-        # and a t-close class has at least min_class_size_for_t rows.
-        implied_k = model.k
-        if model.t is not None:
-            for ctx in enc.contexts.values():
-                implied_k = max(implied_k, min_class_size_for_t(ctx, model.t))
-        self.sub_model = PrivacyModel(
-            k=implied_k,
-            l=None if model.l is None else float(math.ceil(model.l - 1e-9)),
-            suppression_limit=model.suppression_limit,
-        )
+        self.with_sensitive = model.needs_sensitive
+        self.dataset = bool(model.dataset_criteria)
+        # A per-class model, monotone even with suppression, that the model implies.
+        self.sub_model = model.pruning_model(data)
         self.checked = 0
+        self.work = 0  # classes rolled up: a measure of the search's work, machine-independent
         self.start_table = enc.base
+        self.candidates: list[tuple[tuple[int, ...], float, float, int]] = []
 
     def _source(self, node: tuple[int, ...]) -> Table:
-        # The smallest cached table of a direct predecessor (one level lower on one attribute).
+        # The smallest cached table of a direct predecessor (one level lower on one attribute),
+        # else of any cached transformation below this one.
         best: Table | None = None
         for i, v in enumerate(node):
             if v > self.lo[i]:
                 pred = node[:i] + (v - 1,) + node[i + 1 :]
                 t = self.cache.get(pred)
                 if t is not None and (best is None or len(t.counts) < len(best.counts)):
+                    best = t
+        if best is None:
+            for levels, t in self.cache.items():
+                below = all(a <= b for a, b in zip(levels, node, strict=True))
+                if below and (best is None or len(t.counts) < len(best.counts)):
                     best = t
         return best if best is not None else self.start_table
 
@@ -375,6 +467,18 @@ class _Searcher:
             _, old = self.cache.popitem(last=False)
             self.cache_bytes -= old.nbytes
 
+    def judge(self, table: Table, limit_rows: int | None):
+        """The model's evaluation of a transformation's table."""
+        if not self.dataset:
+            return self.model.evaluate(table.classes(), self.data, limit_rows)
+        return self.model.evaluate(
+            table.classes(),
+            self.data,
+            limit_rows,
+            tie_order=self.enc.tie_order(table),
+            excluded=self.enc.fully_generalized(table),
+        )
+
     def evaluate(
         self, node: tuple[int, ...], hint: tuple[int, ...] | None = None
     ) -> tuple[bool, int, float]:
@@ -383,20 +487,26 @@ class _Searcher:
         source = self._source(node)
         if hint is not None and source is self.start_table and hint in self.cache:
             source = self.cache[hint]
-        table, _ = self.enc.rollup(source, node)
+        table, _ = self.enc.rollup(source, node, with_sensitive=self.with_sensitive)
         self._remember(table)
         self.checked += 1
-        fails = self.enc.fails(table, self.model)
-        suppressed = int(table.counts[fails].sum())
-        valid = suppressed <= self.limit_rows
-        loss = metrics.loss(self.enc.loss_vector(table, fails)) if valid else np.inf
-        return valid, suppressed, loss
+        self.work += len(source.counts)
+        judged = self.judge(table, self.limit_rows)
+        if not judged.valid:
+            return False, judged.suppressed, np.inf
+        loss = metrics.loss(self.enc.loss_vector(table, judged.fails))
+        kept = table.counts[~judged.fails]
+        highest = 1.0 / float(kept.min()) if len(kept) else 0.0
+        self.candidates.append((node, float(loss), highest, judged.suppressed))
+        if len(self.candidates) > CANDIDATE_LIMIT:
+            self.candidates = pareto_front(self.candidates)
+        return True, judged.suppressed, loss
 
     def sub_valid(self, node: tuple[int, ...], hint: tuple[int, ...] | None = None) -> bool:
         """Whether ``node`` satisfies :attr:`sub_model` within the suppression limit.
 
-        The sub-model (k, and distinct ceil(l)-diversity when l is set) is implied by the
-        model and monotone even with suppression, so a node invalid for it is invalid."""
+        The sub-model is implied by the model and monotone even with suppression, so a node
+        invalid for it is invalid."""
         source = self.sub_cache.get(hint) if hint is not None else None
         if source is None:
             for i, v in enumerate(node):
@@ -407,16 +517,16 @@ class _Searcher:
                         source = t
         if source is None:
             source = self.start_table
-        needs_sensitive = self.sub_model.l is not None
+        needs_sensitive = self.sub_model.needs_sensitive and self.with_sensitive
         table, _ = self.enc.rollup(source, node, with_sensitive=needs_sensitive)
         self.checked += 1
+        self.work += len(source.counts)
         self.sub_cache[node] = table
         self.sub_cache_bytes += table.nbytes
         while self.sub_cache_bytes > CACHE_BYTES // 2 and len(self.sub_cache) > 1:
             _, old = self.sub_cache.popitem(last=False)
             self.sub_cache_bytes -= old.nbytes
-        fails = class_fails(table.counts, table.sensitive, self.sub_model)
-        return int(table.counts[fails].sum()) <= self.limit_rows
+        return self.sub_model.evaluate(table.classes(), self.data, self.limit_rows).valid
 
     def timed_out(self) -> bool:
         return self.deadline is not None and time.perf_counter() > self.deadline
@@ -424,6 +534,9 @@ class _Searcher:
     def report(self, fraction: float, stage: str) -> None:
         if self.progress is not None:
             self.progress(float(min(max(fraction, 0.0), 1.0)), stage)
+
+    def result(self, best, loss, suppressed, heuristic: bool) -> SearchResult:
+        return SearchResult(best, loss, suppressed, self.checked, heuristic, self.candidates)
 
 
 def _better(loss: float, node: tuple[int, ...], best_loss: float, best: tuple[int, ...] | None):
@@ -443,11 +556,15 @@ def search(
     max_levels: Sequence[int],
     time_limit: float | None = None,
     progress: ProgressCallback | None = None,
+    data: DataContext | None = None,
+    explore: int = EXPLORE,
 ) -> SearchResult:
     """Find the valid transformation with the lowest Loss between ``min_levels`` and
     ``max_levels`` (inclusive, per quasi-identifier). Raises :class:`EngineError` when none is
-    valid."""
-    s = _Searcher(enc, model, min_levels, max_levels, time_limit, progress)
+    valid. ``data``: what the privacy models know of the input (built from ``enc`` when
+    omitted); ``explore``: transformations evaluated past the optimum for the candidates."""
+    data = data if data is not None else enc.data_context()
+    s = _Searcher(enc, model, min_levels, max_levels, time_limit, progress, data)
     lo = np.array(min_levels, dtype=np.int64)
     hi = np.array(max_levels, dtype=np.int64)
     d = len(lo)
@@ -470,7 +587,7 @@ def search(
     keys = [nodes[:, i] for i in range(d - 1, -1, -1)] + [nodes.sum(axis=1), bound]
     order = np.lexsort(keys)
 
-    monotone = is_monotone(model)
+    monotone = model.monotone()
     dims = tuple(int(v) for v in hi - lo + 1)
     # 0 unknown, -1 invalid (evaluated or tagged), 1 valid by tagging, 2 evaluated and valid.
     state = np.zeros(n_nodes, dtype=np.int8)
@@ -480,8 +597,12 @@ def search(
     best_loss = np.inf
     best_suppressed = 0
 
+    strides = [int(np.prod(dims[i + 1 :])) for i in range(d)]
+    offset = sum(int(a) * st for a, st in zip(lo, strides, strict=True))
+
     def index_of(node: tuple[int, ...]) -> int:
-        return int(np.ravel_multi_index(tuple(v - a for v, a in zip(node, lo, strict=True)), dims))
+        # Row-major position in the grid (np.ravel_multi_index, without its overhead).
+        return sum(v * st for v, st in zip(node, strides, strict=True)) - offset
 
     def check(node: tuple[int, ...], hint: tuple[int, ...] | None = None) -> bool:
         """Evaluate ``node`` unless its validity is known; tag what monotonicity implies."""
@@ -507,8 +628,7 @@ def search(
 
     # For models that are not monotone, the implied sub-model (k, distinct ceil(l)) still is:
     # its invalid nodes (and their specializations) are invalid for the whole model.
-    sub = s.sub_model
-    use_sub = not monotone and (sub.k > 1 or (sub.l is not None and sub.l > 1))
+    use_sub = not monotone and bool(s.sub_model.criteria)
     sub_state = np.zeros(n_nodes, dtype=np.int8) if use_sub else None
     sub_grid = sub_state.reshape(dims) if sub_state is not None else None
 
@@ -550,7 +670,7 @@ def search(
         if s.timed_out():
             if best is None:
                 return _greedy(s, reason="time")
-            return SearchResult(best, best_loss, best_suppressed, s.checked, True)
+            return s.result(best, best_loss, best_suppressed, True)
         node = tuple(int(v) for v in nodes[idx])
         if state[idx] == 0 and (monotone or use_sub):
             # Binary search for the lowest valid node on a path up from here (as ARX's Flash
@@ -574,8 +694,35 @@ def search(
             s.report(count / n_nodes, "searching the generalization lattice")
     if best is None:
         raise EngineError(_no_solution_message(model))
+    # A few more transformations past the optimum (next lowest bound first, known invalid ones
+    # skipped) so that the candidates show what more Loss buys in risk or suppressed rows.
+    # Around the optimum: its direct generalizations, then theirs (breadth first), each rolled
+    # up from the cached table of the one below, so that the candidates show what a little
+    # more Loss buys in risk or suppressed rows. At most EXPLORE of them, and at most a
+    # quarter more work than the search itself (counted in classes rolled up).
+    explored = 0
+    budget = s.work + EXPLORE_WORK * s.work
+    queue = [best]
+    seen = {best}
+    while queue and explored < explore and s.work <= budget and not s.timed_out():
+        node = queue.pop(0)
+        for i in range(d):
+            if node[i] >= hi[i] or explored >= explore:
+                continue
+            up = node[:i] + (node[i] + 1,) + node[i + 1 :]
+            if up in seen:
+                continue
+            seen.add(up)
+            j = index_of(up)
+            if state[j] == -1:
+                continue
+            if state[j] != 2:
+                state[j] = 0
+                explored += 1
+            if check(up, node):
+                queue.append(up)
     s.report(1.0, "search finished")
-    return SearchResult(best, best_loss, best_suppressed, s.checked, False)
+    return s.result(best, best_loss, best_suppressed, False)
 
 
 def _greedy(s: _Searcher, reason: str) -> SearchResult:
@@ -604,25 +751,13 @@ def _greedy(s: _Searcher, reason: str) -> SearchResult:
             if reason == "lattice"
             else "searching greedily (time limit reached)",
         )
-    return SearchResult(node, float(loss), suppressed, s.checked, True)
+    return s.result(node, float(loss), suppressed, True)
 
 
 def _no_solution_message(model: PrivacyModel) -> str:
-    parts = []
-    if model.k > 1:
-        parts.append(f"k={model.k}")
-    if model.l is not None:
-        parts.append(
-            f"recursive ({model.c:g},{model.l:g})-diversity"
-            if model.l_variant == "recursive"
-            else f"{model.l_variant} {model.l:g}-diversity"
-        )
-    if model.t is not None:
-        parts.append(f"{model.t:g}-closeness ({model.t_distance} distance)")
-    what = " and ".join(parts) or "the privacy model"
     share = f"{model.suppression_limit * 100:g}%"
     return (
-        f"No generalization satisfies {what} with at most {share} of rows suppressed, "
-        "not even generalizing every quasi-identifier fully; raise the suppression limit or "
-        "relax the model."
+        f"No generalization satisfies {model.describe_criteria()} with at most {share} of rows "
+        "suppressed, not even generalizing every quasi-identifier fully; raise the suppression "
+        "limit or relax the model."
     )

@@ -26,7 +26,8 @@ __all__ = [
     "discernibility",
     "average_class_size",
     "non_uniform_entropy",
-    "non_uniform_entropy_from_counts",
+    "non_uniform_entropy_levels",
+    "normalised_entropy",
 ]
 
 #: ARX's default gs-factor: generalization and suppression weigh the same (gFactor = sFactor = 1).
@@ -97,11 +98,28 @@ def loss(per_attribute: np.ndarray) -> float:
     return float(geometric_mean(per_attribute))
 
 
-def granularity(per_attribute: np.ndarray) -> float:
-    """Granularity: the arithmetic mean of :func:`loss_per_attribute`, ``sum_i loss_i / d``."""
-    if len(per_attribute) == 0:
+def granularity(mean_shares: Sequence[float] | np.ndarray, min_shares: Sequence[float]) -> float:
+    """ARX 3.9's granularity (``QualityModelColumnOrientedLoss``, aggregated as ARX's summary
+    shows it, ``getArithmeticMean(false)``; reported here as a loss, 0 best, 1 worst).
+
+    Per attribute ``A_i`` = mean over all input rows of the domain share of the released value
+    (1 for a suppressed row), with bounds ``min_i = 1/D_i`` (every value kept) and
+    ``max_i = 1``. The means are aggregated first and normalised after:
+
+        granularity = (mean_i A_i - mean_i min_i) / (1 - mean_i min_i),  clipped to [0, 1]
+
+    This is not the mean of the per-attribute normalised Loss (which normalises each attribute
+    before averaging): on Adult, k=5 with 5 % suppression, ARX shows 0.2764 where that mean is
+    0.2439.
+    """
+    a = np.asarray(mean_shares, dtype=np.float64)
+    low = np.asarray(min_shares, dtype=np.float64)
+    if a.size == 0:
         return 0.0
-    return float(np.mean(per_attribute))
+    span = 1.0 - float(low.mean())
+    if span <= 0:
+        return 0.0
+    return float(min(max((float(a.mean()) - float(low.mean())) / span, 0.0), 1.0))
 
 
 def precision(levels: Sequence[int], heights: Sequence[int], suppressed: int, n: int) -> float:
@@ -161,25 +179,56 @@ def non_uniform_entropy_weighted(
     return float(-(pair * np.log2(pair / per_rel[rel_inv])).sum())
 
 
-def non_uniform_entropy_from_counts(
-    kept: np.ndarray, generalized: np.ndarray, suppressed: np.ndarray
-) -> float:
-    """:func:`non_uniform_entropy` of one attribute from per-original-value counts.
+def non_uniform_entropy_levels(
+    kept: np.ndarray,
+    suppressed: np.ndarray,
+    gen: Sequence[np.ndarray],
+    kept_level: np.ndarray,
+    suppressed_level: int,
+) -> tuple[float, float]:
+    """ARX 3.9's non-uniform entropy of one attribute (``QualityModelColumnOrientedNonUniformEntropy``)
+    and its maximum, in bits, from per-original-value counts.
 
-    ``kept[v]`` rows with original value v are released as code ``generalized[v]``;
-    ``suppressed[v]`` are released as ``*`` (a group of its own). Then
-    ``H = sum_v kept_v * -log2(kept_v / K_g(v)) + sum_v sup_v * -log2(sup_v / S)``
-    with ``K_g`` the kept rows released as g and ``S`` all suppressed rows.
+    ``kept[v]`` / ``suppressed[v]``: rows with original value ``v`` released / suppressed;
+    ``gen[L][v]``: code of ``v``'s generalization at level ``L`` (``gen[0]`` numbers the values);
+    ``kept_level[v]``: the level ARX reads off the released label of ``v`` (the first hierarchy
+    column holding that label); ``suppressed_level``: the level of ``*``.
+
+    ARX splits the information lost by a row along the levels present in the release,
+    ``L_1 < L_2 < ...``: for each ``L_j``, over the rows released at level ``L_j`` or above,
+
+        H_j = - sum_rows log2( #(row's value at L_{j-1}) / #(row's value at L_j) )
+
+    (``L_0`` = the original value; counts over those rows only), and ``H = sum_j H_j``.
+    Without suppression this is ``sum_rows -log2 P(original | released)``. The maximum is the
+    entropy of the original column times n, ``- sum_v f_v log2(f_v / n)``; ARX's summary shows
+    ``sum_attributes H / sum_attributes max`` (see :func:`normalised_entropy`).
     """
     kept = np.asarray(kept, dtype=np.float64)
     sup = np.asarray(suppressed, dtype=np.float64)
-    gen = np.asarray(generalized, dtype=np.int64)
-    per_group = np.bincount(gen, weights=kept)
+    kept_level = np.asarray(kept_level)
+    present = set(np.unique(kept_level[kept > 0]).tolist())
+    if sup.sum() > 0:
+        present.add(int(suppressed_level))
+    levels = sorted(present)
     total = 0.0
-    with np.errstate(divide="ignore", invalid="ignore"):
-        k = kept > 0
-        total += float(-(kept[k] * np.log2(kept[k] / per_group[gen[k]])).sum())
-        s = sup > 0
-        if s.any():
-            total += float(-(sup[s] * np.log2(sup[s] / sup.sum())).sum())
-    return total
+    for j, current in enumerate(levels):
+        w = kept * (kept_level >= current) + sup * (suppressed_level >= current)
+        source = gen[levels[j - 1]] if j else gen[0]
+        target = gen[current]
+        f_in = np.bincount(source, weights=w)
+        f_out = np.bincount(target, weights=w)
+        m = w > 0
+        total += float((w[m] * np.log2(f_in[source[m]] / f_out[target[m]])).sum())
+    frequency = kept + sup
+    n = frequency.sum()
+    f = frequency[frequency > 0]
+    maximum = float(-(f * np.log2(f / n)).sum()) if n > 0 else 0.0
+    return -total, maximum
+
+
+def normalised_entropy(values: Sequence[float], maxima: Sequence[float]) -> float:
+    """ARX's aggregate of non-uniform entropy over attributes, in [0, 1]:
+    ``sum_i H_i / sum_i max_i`` (0 when no attribute carries information)."""
+    top = float(np.sum(maxima))
+    return float(min(max(float(np.sum(values)) / top, 0.0), 1.0)) if top > 0 else 0.0

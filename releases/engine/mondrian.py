@@ -4,10 +4,15 @@ The table is split recursively. A partition is cut on the quasi-identifier with 
 normalised range (numeric: value range / domain range; categorical: values under the LCA /
 domain size), falling back to the next widest when that one cannot be cut. The cut is the
 allowed boundary closest to the median row among those leaving at least k rows on each side
-(the median itself whenever it is allowed); with l-diversity / t-closeness the three most
-balanced such boundaries are tried. A cut is made only when *both* halves satisfy every model
-of the configuration (k, l-diversity, t-closeness). A partition that no quasi-identifier can
-cut is an equivalence class.
+(the median itself whenever it is allowed; k is the smallest class any per-class model can
+accept, :meth:`.criteria.PrivacyModel.min_class_size`); with models on sensitive attributes the
+three most balanced such boundaries are tried. A cut is made only when *both* halves satisfy
+every per-class model of the configuration (:meth:`.criteria.PrivacyModel.class_fails`). A
+partition that no quasi-identifier can cut is an equivalence class.
+
+Models of the whole release: average re-identification risk caps the number of classes at
+``floor(r n)`` (partitions are then cut breadth-first, so that the cap is spread over the whole
+table); population uniqueness is refused (ARX does not support it with local recoding).
 
 Everything runs on integer codes:
 
@@ -34,13 +39,17 @@ keys and aggregates as the optimal search (:mod:`.metrics`):
   Loss of a cell: ``(share - 1/D) / (1 - 1/D)`` with ``share = leaves / D``.
   ``loss_per_attribute[a]`` = mean cell loss of column a over the rows;
 * ``loss`` = ARX's geometric aggregate ``prod_a (1 + loss_a)^(1/d) - 1``;
-  ``granularity`` = ``sum_a loss_a / d``;
+  ``granularity`` = ARX's aggregate (:func:`.metrics.granularity`) of the mean domain share of
+  each column (categorical: leaves under the released node / leaves; numeric: the released
+  range's share of the column's range, with lower bound 0);
 * ``precision`` (Sweeney) = mean over cells of ``level / (height - 1)``; a categorical cell's
   level is its released node's level in the hierarchy, a numeric cell counts its cell loss;
 * ``discernibility`` = ``sum_E |E|^2`` (no row is suppressed);
 * ``average_class_size`` = ``n / |classes|``;
-* ``non_uniform_entropy`` = sum over attributes and rows of
-  ``-log2( #rows(original v, released g) / #rows(released g) )``.
+* ``non_uniform_entropy_bits`` = sum over attributes and rows of
+  ``-log2( #rows(original v, released g) / #rows(released g) )`` (ARX's definition when no row
+  is suppressed); ``non_uniform_entropy`` = that sum over the sum of each column's maximum
+  ``-sum_v f_v log2(f_v / n)``, in [0, 1] as ARX shows it.
 
 ``transformations_checked`` counts the partitions evaluated (every node of the split tree).
 Partitions whose released values coincide form one equivalence class of the extract, and
@@ -52,6 +61,7 @@ from __future__ import annotations
 import csv
 import io
 import time
+from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -59,7 +69,9 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
-from . import metrics, privacy
+from . import metrics
+from .criteria import Classes, DataContext
+from .privacy import SensitiveCounts
 from .risk import class_sizes_of, risk_summary
 from .types import (
     SUPPRESSED_VALUE,
@@ -67,7 +79,6 @@ from .types import (
     AnonymizationResult,
     EngineError,
     HierarchyError,
-    PrivacyModel,
     ProgressCallback,
 )
 
@@ -241,123 +252,9 @@ def _encode_qi(name: str, column: pd.Series, hierarchy: Any) -> _QI:
     )
 
 
-@dataclass
-class _Sensitive:
-    """A sensitive attribute coded 0..m-1 (ordered for ordered-distance t-closeness)."""
-
-    name: str
-    codes: np.ndarray
-    m: int
-    q: np.ndarray  # distribution in the whole table
-    labels: list[str] = field(default_factory=list)  # label of each code
-    parents: list[np.ndarray] = field(default_factory=list)  # hierarchical EMD: level maps
-    height: int = 1
-
-
-def _encode_sensitive(name: str, column: pd.Series, hierarchy: Any, need_tree: bool) -> _Sensitive:
-    distinct = pd.unique(column.to_numpy(dtype=object))
-    parents: list[np.ndarray] = []
-    height = 1
-    if need_tree:
-        if hierarchy is None:
-            raise EngineError(
-                f"Hierarchical-distance t-closeness needs a hierarchy for the sensitive "
-                f"attribute {name!r}."
-            )
-        ordered, nodes = _ordered_tree([str(v) for v in distinct], _hierarchy_rows(hierarchy), name)
-        # Drop the synthetic extra root when the file already has a single top.
-        if nodes.shape[0] >= 2 and np.all(nodes[-2] == nodes[-2][0]):
-            nodes = nodes[:-1]
-        height = max(nodes.shape[0] - 1, 1)
-        parents = [nodes[level] for level in range(1, nodes.shape[0])]
-    else:
-        numbers = pd.to_numeric(pd.Series(distinct, dtype=object), errors="coerce").to_numpy(
-            dtype=float
-        )
-        if len(distinct) and np.isfinite(numbers).all():
-            ordered = [str(distinct[i]) for i in np.argsort(numbers, kind="stable")]
-        else:
-            ordered = sorted(str(v) for v in distinct)
-    lookup = {v: i for i, v in enumerate(ordered)}
-    codes = column.map(lookup).to_numpy(dtype=np.int64)
-    m = len(ordered)
-    q = np.bincount(codes, minlength=m).astype(float) / max(len(codes), 1)
-    return _Sensitive(name, codes, m, q, ordered, parents, height)
-
-
-# --------------------------------------------------------------------------- models
-
-
-def _entropy_l(counts: np.ndarray) -> np.ndarray:
-    """exp(entropy) of each row of counts: entropy l-diversity holds iff this is >= l."""
-    totals = counts.sum(axis=1, keepdims=True)
-    p = counts / np.maximum(totals, 1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        h = -np.where(p > 0, p * np.log(p), 0.0).sum(axis=1)
-    return np.exp(h)
-
-
-def _recursive_l(counts: np.ndarray, c: float) -> np.ndarray:
-    """Largest l for which each row is recursive (c,l)-diverse: r1 < c * (r_l + ... + r_m)."""
-    r = -np.sort(-counts, axis=1)
-    tails = np.cumsum(r[:, ::-1], axis=1)[:, ::-1]  # tails[:, i] = r_{i+1} + ... + r_m
-    ok = r[:, :1] < c * tails  # column i: the condition for l = i + 1
-    ok &= r > 0
-    # Both conditions hold for a prefix of l = 1, 2, ... (tails shrink as l grows), so the
-    # count of true columns is the largest l that holds (0 when even l = 1 fails, c <= 1).
-    return ok.sum(axis=1).astype(float)
-
-
-def _emd(counts: np.ndarray, sens: _Sensitive, distance: str) -> np.ndarray:
-    """Earth Mover's Distance of each row's distribution to the whole table's.
-
-    equal:        0.5 * sum |p_i - q_i|
-    ordered:      sum_i |sum_{j<=i} (p_j - q_j)| / (m - 1)
-    hierarchical: sum over inner nodes N of (level(N) / H) * min(pos(N), neg(N)), where
-                  pos/neg sum the positive/negative extras (p - q, summed up the tree) of
-                  N's children (Li, Li & Venkatasubramanian, ICDE 2007).
-    """
-    totals = counts.sum(axis=1, keepdims=True)
-    diff = counts / np.maximum(totals, 1) - sens.q
-    if distance == "equal" or sens.m <= 1:
-        return 0.5 * np.abs(diff).sum(axis=1)
-    if distance == "ordered":
-        return np.abs(np.cumsum(diff, axis=1)).sum(axis=1) / (sens.m - 1)
-    cost = np.zeros(len(counts))
-    extra = diff
-    below = np.arange(sens.m)  # leaf -> id of its ancestor one level below the current one
-    for level, above in enumerate(sens.parents, start=1):
-        # Child node -> parent node, as an indicator matrix, to sum extras up one level.
-        n_child, n_par = int(below.max()) + 1, int(above.max()) + 1
-        parent_of = np.zeros(n_child, dtype=np.int64)
-        parent_of[below] = above
-        up = np.zeros((n_child, n_par))
-        up[np.arange(n_child), parent_of] = 1.0
-        pos = np.maximum(extra, 0.0) @ up
-        neg = np.maximum(-extra, 0.0) @ up
-        cost += (level / sens.height) * np.minimum(pos, neg).sum(axis=1)
-        extra = extra @ up
-        below = above
-    return cost
-
-
-def _fails_sensitive(
-    batch: list[np.ndarray], sensitive: list[_Sensitive], model: PrivacyModel
-) -> bool:
-    """True when some distribution (rows of ``batch[s]`` for sensitive s) breaks l or t."""
-    for sens, counts in zip(sensitive, batch, strict=True):
-        if model.l is not None:
-            if model.l_variant == "distinct":
-                if ((counts > 0).sum(axis=1) < model.l - _EPS).any():
-                    return True
-            elif model.l_variant == "entropy":
-                if (_entropy_l(counts) < model.l * (1 - _EPS)).any():
-                    return True
-            elif (_recursive_l(counts, float(model.c or 1.0)) < model.l).any():
-                return True
-        if model.t is not None and (_emd(counts, sens, model.t_distance) > model.t + _EPS).any():
-            return True
-    return False
+def _encode_sensitive(column: pd.Series) -> tuple[np.ndarray, list[str]]:
+    codes, uniques = pd.factorize(column, sort=False)
+    return codes.astype(np.int64), [str(u) for u in uniques]
 
 
 # --------------------------------------------------------------------------- the search
@@ -388,8 +285,14 @@ def anonymize_mondrian(
     overlap = set(qi_names) & set(config.sensitive)
     if overlap:
         raise EngineError(f"{sorted(overlap)} cannot be both quasi-identifying and sensitive.")
-    if (model.l is not None or model.t is not None) and not config.sensitive:
-        raise EngineError("l-diversity and t-closeness need at least one sensitive attribute.")
+    for criterion in model.criteria:
+        if criterion.needs_sensitive and not config.sensitive:
+            raise EngineError(f"{criterion.label} needs at least one sensitive attribute.")
+        if not criterion.local_recoding:
+            raise EngineError(
+                f"{criterion.label.capitalize()} cannot be enforced by Mondrian (local "
+                "recoding); use the optimal search."
+            )
 
     released = data.drop(columns=list(config.identifiers)).reset_index(drop=True)
     # Cells are strings with "" for missing (guards against callers that read NaNs).
@@ -399,16 +302,23 @@ def anonymize_mondrian(
         raise EngineError("The table has no rows.")
 
     qis = [_encode_qi(q, released[q], config.quasi_identifiers[q]) for q in qi_names]
-    need_tree = model.t is not None and model.t_distance == "hierarchical"
-    sensitive = [
-        _encode_sensitive(s, released[s], config.sensitive_hierarchies.get(s), need_tree)
-        for s in config.sensitive
-    ]
-    check_sensitive = model.l is not None or model.t is not None
-    k = int(model.k)
+    encoded = {s: _encode_sensitive(released[s]) for s in config.sensitive}
+    population_size = model.population.size(n) if model.population is not None else None
+    context = DataContext(
+        n,
+        {s: codes for s, (codes, _) in encoded.items()},
+        {s: labels for s, (_, labels) in encoded.items()},
+        config.sensitive_hierarchies,
+        population_size,
+    )
+    check_sensitive = model.needs_sensitive
+    # Smaller classes fail for sure (k, highest risk, and the bounds l, t, δ, β imply).
+    k = model.min_class_size(context)
+    budgets = [b for c in model.dataset_criteria if (b := c.class_budget(n)) is not None]
+    budget = min(budgets) if budgets else None
 
     X = np.stack([q.codes for q in qis], axis=1)
-    S = np.stack([s.codes for s in sensitive], axis=1) if sensitive else None
+    S = {s: codes for s, (codes, _) in encoded.items()}
     d = len(qis)
     numeric = np.array([q.numeric for q in qis])
     spans = np.array(
@@ -420,19 +330,35 @@ def anonymize_mondrian(
     )
     spans[spans == 0] = 1.0
 
-    def counts_of(rows: np.ndarray) -> list[np.ndarray]:
-        assert S is not None
-        return [np.bincount(S[rows, j], minlength=s.m)[None, :] for j, s in enumerate(sensitive)]
+    def halves(rows: np.ndarray, left: np.ndarray) -> Classes:
+        """The two halves of a cut as classes (left first)."""
+        group = (~left).astype(np.int64)
+        sensitive = (
+            {
+                name: SensitiveCounts.from_codes(group, codes[rows], 2, len(context.labels[name]))
+                for name, codes in S.items()
+            }
+            if check_sensitive
+            else {}
+        )
+        return Classes(np.array([int(left.sum()), int((~left).sum())]), sensitive)
 
     # The whole table must satisfy the model: Mondrian never suppresses.
     if n < k:
         raise EngineError(
             f"The table has {n} rows, fewer than k = {k}: no release can be {k}-anonymous."
         )
-    if check_sensitive and _fails_sensitive(counts_of(np.arange(n)), sensitive, model):
+    whole = halves(np.arange(n), np.ones(n, dtype=bool)).subset(np.array([True, False]))
+    failing = [c for c in model.class_criteria if c.class_fails(whole, context)[0]]
+    if failing:
         raise EngineError(
-            "Even the whole table, as one class, does not satisfy the l-diversity / "
-            "t-closeness requirement; relax l, c or t (Mondrian does not suppress rows)."
+            f"Even the whole table, as one class, fails {failing[0].label} "
+            f"({failing[0].describe()}); relax the model (Mondrian does not suppress rows)."
+        )
+    if budget is not None and budget < 1:
+        raise EngineError(
+            f"{model.dataset_criteria[0].describe().capitalize()} cannot hold for {n} rows, "
+            "even as one class."
         )
 
     finals: list[np.ndarray] = []
@@ -440,16 +366,19 @@ def anonymize_mondrian(
     final_hi: list[np.ndarray] = []
     evaluated = 0
     done_rows = 0
-    stack = [np.arange(n)]
+    partitions = 1
+    # With a class budget (average risk), cut breadth-first so that the budget is spread over
+    # the whole table instead of spent on its first corner.
+    stack: deque[np.ndarray] = deque([np.arange(n)])
     while stack:
-        idx = stack.pop()
+        idx = stack.popleft() if budget is not None else stack.pop()
         evaluated += 1
         sub = X[idx]
         lo = sub.min(axis=0)
         hi = sub.max(axis=0)
         m_rows = len(idx)
         split: tuple[np.ndarray, np.ndarray] | None = None
-        if m_rows >= 2 * k:
+        if m_rows >= 2 * k and (budget is None or partitions < budget):
             widths = np.zeros(d)
             lca = np.zeros(d, dtype=np.int64)
             for j, q in enumerate(qis):
@@ -484,20 +413,19 @@ def anonymize_mondrian(
                 order = candidates[np.argsort(np.abs(2 * left[candidates] - m_rows), kind="stable")]
                 for i in order[: 3 if check_sensitive else 1]:
                     mask = col <= base + int(i)
-                    a, b = idx[mask], idx[~mask]
-                    if check_sensitive:
-                        ca = counts_of(a)
-                        whole = counts_of(idx)
-                        batch = [np.vstack([x, w - x]) for x, w in zip(ca, whole, strict=True)]
-                        if _fails_sensitive(batch, sensitive, model):
-                            continue
-                    split = (a, b)
+                    if model.class_fails(halves(idx, mask), context).any():
+                        continue
+                    split = (idx[mask], idx[~mask])
                     break
                 if split is not None:
                     break
         if split is not None:
-            stack.append(split[1])
-            stack.append(split[0])
+            partitions += 1
+            if budget is not None:
+                stack.extend(split)
+            else:
+                stack.append(split[1])
+                stack.append(split[0])
             continue
         finals.append(idx)
         final_lo.append(lo)
@@ -507,7 +435,7 @@ def anonymize_mondrian(
             progress(done_rows / n, "Mondrian partitioning")
 
     return _build_result(
-        released, config, qis, sensitive, finals, final_lo, final_hi, evaluated, start, progress
+        released, config, qis, context, finals, final_lo, final_hi, evaluated, start, progress
     )
 
 
@@ -518,7 +446,7 @@ def _build_result(
     released: pd.DataFrame,
     config: AnonymizationConfig,
     qis: list[_QI],
-    sensitive: list[_Sensitive],
+    context: DataContext,
     finals: list[np.ndarray],
     final_lo: list[np.ndarray],
     final_hi: list[np.ndarray],
@@ -535,13 +463,19 @@ def _build_result(
     part_lo = np.vstack(final_lo)
     part_hi = np.vstack(final_hi)
 
-    risk_before = risk_summary(class_sizes_of(released, list(config.quasi_identifiers)))
+    population_size = context.population_size
+    risk_before = risk_summary(
+        class_sizes_of(released, list(config.quasi_identifiers)), population_size=population_size
+    )
 
     label_codes = np.zeros((n_parts, len(qis)), dtype=np.int64)
     part_labels: list[np.ndarray] = []
     loss_per_attribute: dict[str, float] = {}
+    mean_shares: list[float] = []
+    min_shares: list[float] = []
     precision_cells = 0.0
-    non_uniform_entropy = 0.0
+    entropy: list[float] = []
+    entropy_max: list[float] = []
     for j, q in enumerate(qis):
         lo, hi = part_lo[:, j], part_hi[:, j]
         if q.numeric:
@@ -556,6 +490,7 @@ def _build_result(
             span = q.values[-1] - q.values[0]
             cell_loss = (q.values[hi] - q.values[lo]) / span if span > 0 else np.zeros(n_parts)
             cell_precision = cell_loss
+            cell_share, low_share = cell_loss, 0.0  # no hierarchy domain: the range's share
         else:
             assert q.nodes is not None
             level = np.argmax(q.nodes[:, lo] == q.nodes[:, hi], axis=0)
@@ -566,12 +501,18 @@ def _build_result(
             size = q.hierarchy_size
             cell_loss = (leaves - 1) / (size - 1) if size > 1 else np.zeros(n_parts)
             cell_precision = np.minimum(level / q.top, 1.0)
+            cell_share, low_share = leaves / max(size, 1), 1.0 / max(size, 1)
         part_labels.append(labels)
         codes, _ = pd.factorize(labels)
         label_codes[:, j] = codes
         loss_per_attribute[q.name] = float(cell_loss[row_part].mean())
         precision_cells += float(cell_precision[row_part].sum())
-        non_uniform_entropy += metrics.non_uniform_entropy(q.codes, codes[row_part])
+        mean_shares.append(float(cell_share[row_part].mean()))
+        min_shares.append(low_share)
+        entropy.append(metrics.non_uniform_entropy(q.codes, codes[row_part]))
+        frequency = np.bincount(q.codes).astype(float)
+        frequency = frequency[frequency > 0]
+        entropy_max.append(float(-(frequency * np.log2(frequency / n)).sum()))
 
     # Partitions with identical released values form one equivalence class of the extract.
     _, part_class = np.unique(label_codes, axis=0, return_inverse=True)
@@ -586,48 +527,22 @@ def _build_result(
     for j, q in enumerate(qis):
         data_out[q.name] = part_labels[j][row_part]
     classes = pd.DataFrame({q.name: part_labels[j][first_part] for j, q in enumerate(qis)})
-    classes["size"] = sizes
-    achieved_l: dict[str, float] = {}
-    achieved_t: dict[str, float] = {}
-    counts_by_name: dict[str, privacy.SensitiveCounts] = {}
-    contexts: dict[str, privacy.TContext] = {}
-    for s in sensitive:
-        sc = privacy.SensitiveCounts.from_codes(row_class, s.codes, n_classes, s.m)
-        ctx = privacy.TContext.build(
-            s.codes,
-            model.t_distance if model.t is not None else "equal",
-            labels=s.labels,
-            hierarchy=config.sensitive_hierarchies.get(s.name),
-            n_values=s.m,
-        )
-        counts_by_name[s.name], contexts[s.name] = sc, ctx
-        distinct = privacy.distinct_l(sc)
-        entropy = privacy.entropy_l(sc)
-        t_dist = privacy.t_distance(sc, ctx)
-        classes[f"{s.name}:distinct_l"] = distinct
-        classes[f"{s.name}:entropy_l"] = entropy
-        classes[f"{s.name}:t"] = t_dist
-        if model.l is not None and model.l_variant == "entropy":
-            achieved_l[s.name] = float(entropy.min())
-        elif model.l is not None and model.l_variant == "recursive":
-            achieved_l[s.name] = float(privacy.recursive_l_value(sc, float(model.c or 0)).min())
-        else:
-            achieved_l[s.name] = float(distinct.min())
-        achieved_t[s.name] = float(t_dist.max())
-    # Cross-check with the shared per-class checks: partitions merged by identical released
+    extract_classes = Classes(
+        sizes,
+        {
+            name: SensitiveCounts.from_codes(row_class, codes, n_classes, len(context.labels[name]))
+            for name, codes in context.codes.items()
+        },
+    )
+    for name, values in model.class_columns(extract_classes, context).items():
+        classes[name] = values
+    achieved_l, achieved_t = model.legacy_achieved(extract_classes, context)
+    # Cross-check with the models' per-class tests: partitions merged by identical released
     # values could in principle fail (not seen in practice); name the models they fail.
-    fails = np.zeros(n_classes, dtype=object)
-    fails[:] = ""
-    for label, part in (
-        ("k", PrivacyModel(k=model.k)),
-        ("l", PrivacyModel(l=model.l, l_variant=model.l_variant, c=model.c)),
-        ("t", PrivacyModel(t=model.t, t_distance=model.t_distance)),
-    ):
-        if label != "k" and getattr(part, label) is None:
-            continue
-        bad = privacy.class_fails(sizes, counts_by_name, part, contexts)
-        fails[bad] = np.where(fails[bad] == "", label, fails[bad] + "," + label)
-    classes["fails"] = fails
+    classes["fails"] = model.failing_models(extract_classes, context)
+    for criterion in model.dataset_criteria:
+        if not criterion.fulfilled(sizes, context):
+            raise EngineError(f"The Mondrian release does not satisfy {criterion.describe()}.")
     # Same order as the optimal search's table: smallest classes first.
     classes = classes.sort_values(["size", *[q.name for q in qis]], kind="stable").reset_index(
         drop=True
@@ -636,11 +551,12 @@ def _build_result(
     per_attribute = np.array(list(loss_per_attribute.values()))
     metric_values: dict[str, Any] = {
         "loss": metrics.loss(per_attribute),
-        "granularity": metrics.granularity(per_attribute),
+        "granularity": metrics.granularity(mean_shares, min_shares),
         "precision": precision_cells / (n * len(qis)),
         "discernibility": int(metrics.discernibility(sizes, 0, n)),
         "average_class_size": float(metrics.average_class_size(n, n_classes)),
-        "non_uniform_entropy": non_uniform_entropy,
+        "non_uniform_entropy": metrics.normalised_entropy(entropy, entropy_max),
+        "non_uniform_entropy_bits": float(sum(entropy)),
         "loss_per_attribute": loss_per_attribute,
     }
     if progress is not None:
@@ -660,10 +576,17 @@ def _build_result(
         achieved_t=achieved_t,
         metrics=metric_values,
         risk_before=risk_before,
-        risk_after=risk_summary(sizes),
+        risk_after=risk_summary(sizes, population_size=population_size),
         transformations_checked=evaluated,
         seconds=time.perf_counter() - start,
         source_rows=np.arange(n),  # Mondrian keeps every row, in input order
+        model=model,
+        models=model.achieved(extract_classes, context),
+        warnings=[
+            w
+            for h in [*config.quasi_identifiers.values(), *config.sensitive_hierarchies.values()]
+            for w in getattr(h, "warnings", ())
+        ],
     )
 
 

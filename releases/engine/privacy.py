@@ -16,28 +16,25 @@ for all classes at once:
   whole table's distribution Q (Li et al. 2007): equal distance ``1/2 sum |p_i - q_i|``,
   ordered distance ``1/(m-1) sum_i |sum_{j<=i} (p_j - q_j)|`` and hierarchical distance.
 
-:func:`class_fails` combines them with k into one boolean array (True = the class must be
-suppressed). Typical use (e.g. from Mondrian)::
-
-    counts = SensitiveCounts.from_codes(class_of_row, occupation_codes)
-    context = TContext.build(occupation_codes, "equal")
-    fails = class_fails(class_sizes, {"occupation": counts}, model, {"occupation": context})
+The privacy models (:mod:`.criteria`) combine these measures into per-class decisions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 
-from .hierarchy import Hierarchy
-from .types import EngineError, PrivacyModel
+from .errors import EngineError
+
+if TYPE_CHECKING:
+    from .hierarchy import Hierarchy
 
 __all__ = [
     "SensitiveCounts",
     "TContext",
-    "class_fails",
     "class_sizes",
     "distinct_l",
     "entropy_l",
@@ -45,8 +42,6 @@ __all__ = [
     "recursive_l_value",
     "t_distance",
     "min_class_size_for_t",
-    "is_monotone",
-    "all_pass_monotone",
     "encode_sensitive",
 ]
 
@@ -346,54 +341,6 @@ def t_distance(sc: SensitiveCounts, ctx: TContext) -> np.ndarray:
             out[start : start + len(p)] = total
         return out
     raise EngineError(f"Unknown t-closeness distance {ctx.distance!r}.")
-
-
-def is_monotone(model: PrivacyModel) -> bool:
-    """Whether 'valid within the suppression limit' carries over to every generalization.
-
-    k-anonymity and distinct l-diversity are (merging classes never suppresses more rows);
-    entropy / recursive l-diversity and t-closeness are not with suppression (a passing class
-    merged with a failing one may fail). Without suppression, entropy l-diversity and
-    t-closeness are monotone too (entropy is concave and EMD convex in the distribution).
-    """
-    if model.suppression_limit == 0:
-        return all_pass_monotone(model)
-    if model.t is not None:
-        return False
-    return model.l is None or model.l_variant == "distinct"
-
-
-def all_pass_monotone(model: PrivacyModel) -> bool:
-    """Whether 'every class passes' carries over to every generalization (merging passing
-    classes gives a passing class): true except for recursive (c,l)-diversity, where we don't
-    rely on it."""
-    return model.l is None or model.l_variant != "recursive"
-
-
-def class_fails(
-    sizes: np.ndarray,
-    sensitive: Mapping[str, SensitiveCounts],
-    model: PrivacyModel,
-    contexts: Mapping[str, TContext] | None = None,
-) -> np.ndarray:
-    """True for each class that fails the model: ``size < k``, not l-diverse or not t-close
-    for some sensitive attribute. ``sizes`` are the class sizes (rows per class)."""
-    fails = sizes < model.k
-    if model.l is None and model.t is None:
-        return fails
-    for name, sc in sensitive.items():
-        if model.l is not None:
-            if model.l_variant == "distinct":
-                fails |= distinct_l(sc) < model.l - _EPS
-            elif model.l_variant == "entropy":
-                fails |= entropy_l(sc) < model.l * (1 - _EPS)
-            else:
-                fails |= ~recursive_cl(sc, float(model.c or 0), int(model.l))
-        if model.t is not None:
-            if contexts is None or name not in contexts:
-                raise EngineError(f"t-closeness needs the distribution of {name!r}.")
-            fails |= t_distance(sc, contexts[name]) > model.t + _EPS
-    return fails
 
 
 def encode_sensitive(values: np.ndarray) -> tuple[np.ndarray, list[str]]:

@@ -11,6 +11,23 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal
 
+from .criteria import PrivacyModel
+from .errors import EngineError, HierarchyError
+from .risk import PopulationModel, RiskSummary
+
+__all__ = [
+    "SUPPRESSED_VALUE",
+    "AnonymizationConfig",
+    "AnonymizationResult",
+    "Candidate",
+    "EngineError",
+    "HierarchyError",
+    "PopulationModel",
+    "PrivacyModel",
+    "ProgressCallback",
+    "RiskSummary",
+]
+
 if TYPE_CHECKING:
     import numpy as np
     import pandas as pd
@@ -20,62 +37,10 @@ if TYPE_CHECKING:
 #: The value of a fully generalized cell (top level of every hierarchy).
 SUPPRESSED_VALUE = "*"
 
-LDiversityVariant = Literal["distinct", "entropy", "recursive"]
-TDistance = Literal["equal", "ordered", "hierarchical"]
 Algorithm = Literal["optimal", "mondrian"]
 
 #: ``progress(fraction, stage)``: fraction in [0, 1], stage a short human-readable label.
 ProgressCallback = Callable[[float, str], None]
-
-
-class EngineError(ValueError):
-    """Bad input or configuration. The message is written for the person who gave it."""
-
-
-class HierarchyError(EngineError):
-    """A generalization hierarchy is malformed or does not cover the data."""
-
-
-@dataclass(frozen=True)
-class PrivacyModel:
-    """The privacy models a release must satisfy, in any combination.
-
-    ``k``: every equivalence class has at least k rows.
-    ``l`` (with ``l_variant`` and, for recursive (c,l)-diversity, ``c``): each class holds
-    well-represented values of every sensitive attribute.
-    ``t`` (with ``t_distance``): the distribution of every sensitive attribute in each class
-    is within Earth Mover's Distance t of its distribution in the whole table.
-    ``suppression_limit``: the share of input rows (0 to 1) that may be removed.
-    """
-
-    k: int = 1
-    l: float | None = None  # noqa: E741 - the field's own name for it
-    l_variant: LDiversityVariant = "distinct"
-    c: float | None = None
-    t: float | None = None
-    t_distance: TDistance = "equal"
-    suppression_limit: float = 0.0
-
-    def validate(self) -> None:
-        if int(self.k) != self.k or self.k < 1:
-            raise EngineError(f"k must be a whole number of at least 1, not {self.k!r}.")
-        if not 0.0 <= self.suppression_limit <= 1.0:
-            raise EngineError(
-                "The suppression limit is a share of rows between 0 and 1, "
-                f"not {self.suppression_limit!r}."
-            )
-        if self.l is not None:
-            if self.l_variant not in ("distinct", "entropy", "recursive"):
-                raise EngineError(f"Unknown l-diversity variant {self.l_variant!r}.")
-            if self.l < 1 or (self.l_variant != "entropy" and int(self.l) != self.l):
-                raise EngineError(f"l must be a whole number of at least 1, not {self.l!r}.")
-            if self.l_variant == "recursive" and (self.c is None or self.c <= 0):
-                raise EngineError("Recursive (c,l)-diversity needs a positive c.")
-        if self.t is not None:
-            if not 0.0 <= self.t <= 1.0:
-                raise EngineError(f"t must be between 0 and 1, not {self.t!r}.")
-            if self.t_distance not in ("equal", "ordered", "hierarchical"):
-                raise EngineError(f"Unknown t-closeness distance {self.t_distance!r}.")
 
 
 @dataclass
@@ -83,8 +48,9 @@ class AnonymizationConfig:
     """What to release and under which privacy model.
 
     Columns named in ``identifiers`` are dropped; ``quasi_identifiers`` (in this order) are
-    generalized with their hierarchies; ``sensitive`` columns are checked by l-diversity and
-    t-closeness and released unchanged; every other column is released unchanged.
+    generalized with their hierarchies; ``sensitive`` columns are checked by the models on
+    sensitive attributes (l-diversity, t-closeness, δ-disclosure, β-likeness) and released
+    unchanged; every other column is released unchanged.
     """
 
     quasi_identifiers: dict[str, Hierarchy]
@@ -99,25 +65,28 @@ class AnonymizationConfig:
     max_levels: dict[str, int] = field(default_factory=dict)
     #: Seconds after which a too-large lattice search falls back to a reported heuristic.
     time_limit: float | None = None
+    #: Apply these levels (per quasi-identifier; the others are searched) instead of the
+    #: optimum, e.g. a candidate of an earlier run. The optimum is still searched, to compare.
+    levels: dict[str, int] | None = None
 
 
 @dataclass(frozen=True)
-class RiskSummary:
-    """Re-identification risk under the prosecutor model (formulas in ``risk.py``)."""
+class Candidate:
+    """A transformation the search evaluated that satisfies the privacy model."""
 
-    highest: float
-    average: float
-    records_at_risk: float
-    sample_uniques: float
-    threshold: float = 0.2
+    levels: dict[str, int]
+    loss: float
+    highest_risk: float
+    suppressed: int
+    optimum: bool = False
 
-    def as_dict(self) -> dict[str, float]:
+    def as_dict(self) -> dict[str, Any]:
         return {
-            "highest": self.highest,
-            "average": self.average,
-            "records_at_risk": self.records_at_risk,
-            "sample_uniques": self.sample_uniques,
-            "threshold": self.threshold,
+            "levels": dict(self.levels),
+            "loss": self.loss,
+            "highest_risk": self.highest_risk,
+            "suppressed": self.suppressed,
+            "optimum": self.optimum,
         }
 
 
@@ -131,8 +100,14 @@ class AnonymizationResult:
     row can be shown next to its original.
     ``classes``: one row per equivalence class of the extract: a column per quasi-identifier
     (released value), ``size``, and for each sensitive attribute S the columns
-    ``S:distinct_l``, ``S:entropy_l`` and ``S:t``; ``fails`` holds the names of the models the
-    class fails (empty string when none; only non-empty for classes of a heuristic result).
+    ``S:distinct_l``, ``S:entropy_l`` and ``S:t`` (the model's distance, equal by default),
+    then the models' own per-class measures (see :mod:`.criteria`); ``fails`` holds the names
+    of the models the class fails (empty string when none).
+    ``models``: per privacy model, its spec, description and achieved values (what the review
+    checks read, :func:`.criteria.checks`).
+    ``candidates``: the Pareto front (Loss, highest risk, suppressed rows) of the valid
+    transformations the search evaluated, lowest Loss first, the optimum flagged;
+    ``optimum``: the optimal transformation (differs from ``levels`` when levels were fixed).
     """
 
     data: pd.DataFrame
@@ -153,6 +128,12 @@ class AnonymizationResult:
     seconds: float
     heuristic: bool = False
     source_rows: np.ndarray | None = None
+    model: PrivacyModel | None = None
+    models: list[dict[str, Any]] = field(default_factory=list)
+    candidates: list[Candidate] = field(default_factory=list)
+    optimum: Candidate | None = None
+    levels_fixed: bool = False
+    warnings: list[str] = field(default_factory=list)
 
     def report(self) -> dict[str, Any]:
         """A JSON-serialisable summary (the command line's ``--report`` and the stored summary)."""
@@ -166,9 +147,16 @@ class AnonymizationResult:
             "suppressed": self.suppressed,
             "classes": int(len(self.classes)),
             "achieved": {"k": self.achieved_k, "l": self.achieved_l, "t": self.achieved_t},
+            "privacy_model": None if self.model is None else self.model.to_spec(),
+            "description": None if self.model is None else self.model.describe(),
+            "models": self.models,
             "metrics": self.metrics,
             "risk_before": self.risk_before.as_dict(),
             "risk_after": self.risk_after.as_dict(),
+            "levels_fixed": self.levels_fixed,
+            "optimum": None if self.optimum is None else self.optimum.as_dict(),
+            "candidates": [c.as_dict() for c in self.candidates],
             "transformations_checked": self.transformations_checked,
             "seconds": self.seconds,
+            "warnings": list(self.warnings),
         }

@@ -148,7 +148,19 @@ def test_metrics_recomputed_independently(released):
     assert m["loss_per_attribute"] == pytest.approx(per_attribute)
     values = np.array(list(per_attribute.values()))
     assert m["loss"] == pytest.approx(np.prod((values + 1) ** (1 / 4)) - 1)
-    assert m["granularity"] == pytest.approx(values.mean())
+    # Granularity as ARX aggregates it: mean shares (suppressed rows count 1) averaged over
+    # the attributes first, then normalised between 1/D and 1.
+    mean_share = []
+    low = []
+    for q in QIS:
+        h, lv = hierarchies[q], result.levels[q]
+        labels = [r[lv] for r in h.rows]
+        share = {lab: labels.count(lab) / len(labels) for lab in labels}
+        mean_share.append((result.data[q].map(share).sum() + s) / n)
+        low.append(1 / len(h.rows))
+    assert m["granularity"] == pytest.approx(
+        (np.mean(mean_share) - np.mean(low)) / (1 - np.mean(low))
+    )
     precision = np.mean(
         [((n - s) * result.levels[q] / (hierarchies[q].height - 1) + s) / n for q in QIS]
     )
@@ -156,17 +168,26 @@ def test_metrics_recomputed_independently(released):
     sizes = result.data.groupby(QIS).size()
     assert m["discernibility"] == int((sizes**2).sum()) + s * n
     assert m["average_class_size"] == pytest.approx(len(result.data) / len(sizes))
-    # Non-uniform entropy: sum over rows of -log2 P(original | released), suppressed -> "*".
+    # Non-uniform entropy as ARX computes it (QualityModelColumnOrientedNonUniformEntropy):
+    # every row first loses -log2(f(original) / f(generalized)) over ALL rows, then each
+    # suppressed row loses -log2(f_S(generalized) / S) over the S suppressed rows; the total
+    # is normalised by the columns' entropy (-sum log2 f(v)/n over rows).
     released_values = data[["row"] + QIS].merge(
-        result.data[["row"] + QIS], on="row", how="left", suffixes=("", "_out")
+        result.data[["row"]].assign(kept=True), on="row", how="left"
     )
-    entropy = 0.0
+    suppressed_rows = released_values["kept"].isna()
+    bits = maxima = 0.0
     for q in QIS:
-        out = released_values[f"{q}_out"].fillna("<suppressed>")
-        pair = released_values.groupby([q, out.rename("out")]).size()
-        per_out = pair.groupby(level="out").transform("sum")
-        entropy += float(-(pair * np.log2(pair / per_out)).sum())
-    assert m["non_uniform_entropy"] == pytest.approx(entropy)
+        generalized = data[q].map(hierarchies[q].mapping(result.levels[q]))
+        f_v = data[q].map(data[q].value_counts())
+        f_g = generalized.map(generalized.value_counts())
+        bits += float(-np.log2(f_v / f_g).sum())
+        g_s = generalized[suppressed_rows]
+        if len(g_s) and result.levels[q] < hierarchies[q].height - 1:
+            bits += float(-np.log2(g_s.map(g_s.value_counts()) / len(g_s)).sum())
+        maxima += float(-np.log2(f_v / n).sum())
+    assert m["non_uniform_entropy_bits"] == pytest.approx(bits)
+    assert m["non_uniform_entropy"] == pytest.approx(bits / maxima)
     json.dumps(result.report())
 
 

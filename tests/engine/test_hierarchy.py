@@ -62,9 +62,36 @@ def test_rows_of_unequal_length_name_the_row_and_value():
         Hierarchy.from_arx_csv(text)
 
 
-def test_duplicated_value_is_named():
-    with pytest.raises(HierarchyError, match=r"'b' appears twice \(rows 2 and 3\)"):
+def test_a_value_with_two_different_rows_is_refused_naming_both_rows():
+    with pytest.raises(HierarchyError, match=r"'b' appears twice with different .*rows 2 and 3"):
         Hierarchy.from_arx_csv("a;x;*\nb;x;*\nb;y;*\n")
+
+
+# ARX's benchmark hierarchy of FARS ``iage`` lists the row of 99 twice, identically.
+IAGE = "97;95-99;90-99;*\n98;95-99;90-99;*\n99;95-99;90-99;*\n99;95-99;90-99;*\n"
+
+
+def test_an_identical_repeated_row_is_accepted_with_a_warning():
+    h = Hierarchy.from_arx_csv(IAGE, attribute="iage")
+    assert h.values == ["97", "98", "99"]
+    assert h.generalize("99", 1) == "95-99"
+    assert h.warnings == (
+        "Hierarchy of 'iage': value '99' is listed twice with the same generalizations "
+        "(rows 3 and 4); the repeated row is ignored.",
+    )
+    # Every row of the file is a leaf of the domain, as ARX counts it (DomainShareMaterialized):
+    # 4 rows, "95-99" covers all of them.
+    assert h.domain_size == 4
+    assert h.domain_shares(0)["99"] == 2 / 4
+    assert h.domain_shares(1) == {"95-99": 1.0}
+    # The file round-trips as given, and a renamed copy keeps the warning.
+    again = Hierarchy.from_arx_csv(h.to_arx_csv())
+    assert again.domain_size == 4 and again == h
+    assert h.with_attribute("age").warnings[0].startswith("Hierarchy of 'age': value '99'")
+
+
+def test_a_hierarchy_without_repeats_has_no_warnings(adult_hierarchies):
+    assert all(h.warnings == () for h in adult_hierarchies.values())
 
 
 def test_non_functional_mapping_names_the_values_and_level():

@@ -107,10 +107,10 @@ def test_adult_metrics_are_present_and_consistent(adult_k5):
     assert set(m["loss_per_attribute"]) == set(ADULT_QIS)
     per = np.array(list(m["loss_per_attribute"].values()))
     assert 0 < m["loss"] < 1
-    # ARX: Loss is the geometric mean of (1 + loss_i), minus 1; granularity the plain mean.
+    # ARX: Loss is the geometric mean of (1 + loss_i), minus 1.
     assert m["loss"] == pytest.approx(np.prod(1 + per) ** (1 / len(per)) - 1)
-    assert m["granularity"] == pytest.approx(per.mean())
-    assert 0 <= m["precision"] <= 1 and m["non_uniform_entropy"] > 0
+    assert 0 < m["granularity"] < 1
+    assert 0 <= m["precision"] <= 1 and 0 < m["non_uniform_entropy"] < 1
     assert adult_k5.report()["classes"] == len(sizes)
 
 
@@ -279,8 +279,11 @@ def test_categorical_split_along_hierarchy_by_hand():
     # X covers 3 of the 6 leaves: loss (3 - 1) / (6 - 1); its level is 1 of 2
     assert k3.metrics["loss_per_attribute"]["v"] == pytest.approx(2 / 5)
     assert k3.metrics["precision"] == pytest.approx(1 / 2)
-    # P(a | X) = 2/4 for every row: 8 rows * 1 bit
-    assert k3.metrics["non_uniform_entropy"] == pytest.approx(8.0)
+    # P(a | X) = 2/4 for every row: 8 rows * 1 bit, out of 8 rows * 2 bits (4 equal values)
+    assert k3.metrics["non_uniform_entropy_bits"] == pytest.approx(8.0)
+    assert k3.metrics["non_uniform_entropy"] == pytest.approx(0.5)
+    # Granularity: mean share 3/6 against the bounds 1/6 and 1
+    assert k3.metrics["granularity"] == pytest.approx((3 / 6 - 1 / 6) / (1 - 1 / 6))
     k5 = anonymize_mondrian(df, AnonymizationConfig({"v": h}, PrivacyModel(k=5)))
     assert set(k5.data["v"]) == {"*"}
     assert k5.metrics["loss"] == pytest.approx(1.0)

@@ -16,10 +16,10 @@ import pytest
 from pycanon import anonymity
 
 from releases.engine import AnonymizationConfig, PrivacyModel, anonymize
+from releases.engine.criteria import Classes, DataContext
 from releases.engine.privacy import (
     SensitiveCounts,
     TContext,
-    class_fails,
     distinct_l,
     entropy_l,
     recursive_cl,
@@ -173,7 +173,8 @@ def test_primitives_on_a_hand_made_example():
     assert t_distance(sc, ordered)[0] == pytest.approx(expected0)
     sizes = np.array([4, 4, 1])
     model = PrivacyModel(k=2, l=2)
-    assert class_fails(sizes, {"s": sc}, model).tolist() == [False, False, True]
+    data = DataContext(9, {"s": value}, {"s": ["1", "2", "10", "3"]})
+    assert model.class_fails(Classes(sizes, {"s": sc}), data).tolist() == [False, False, True]
 
 
 def test_smallest_t_close_class_size():

@@ -17,13 +17,53 @@ import pytest
 
 from releases.engine import AnonymizationConfig, EngineError, PrivacyModel, anonymize
 from releases.engine import lattice as lattice_module
+from releases.engine.criteria import (
+    AverageRisk,
+    BetaLikeness,
+    DeltaDisclosure,
+    HighestRisk,
+    KAnonymity,
+    LDiversity,
+    PopulationUniqueness,
+    TCloseness,
+)
+from releases.engine.risk import PopulationModel, population_uniques
 
 QIS = ["age", "zip", "sex", "marital"]
+
+
+def arx_size_threshold(risk: float) -> int:
+    """ARX's ParameterTranslation: floor(1/r), plus one when 1/floor(1/r) exceeds r by 1 %."""
+    size = math.floor(1 / risk)
+    return size + 1 if 1 / size - risk >= 0.01 * risk else size
+
+
+def arx_binary_search(holds, start: int, m: int) -> int:
+    """How many of the m ordered classes ARX suppresses (RiskBasedCriterion.enforce with
+    HashGroupifyDistribution.suppressWhileNotFulfilledBinary), written from ARX's Java: none
+    if the model holds; else a binary search on "entries 0..mid suppressed", then one more
+    entry if the model still fails. Java divides toward zero."""
+    if m <= start or holds(start):
+        return start
+    low, high = start, m - 1
+    mid = int((low + high) / 2)
+    while low <= high:
+        if holds(mid + 1):
+            high = mid - 1
+        else:
+            low = mid + 1
+        mid = int((low + high) / 2)
+    return mid + 2 if not holds(mid + 1) and mid + 1 < m else mid + 1
+
+
+#: The population the small tables are drawn from, for population uniqueness (1 in 20).
+SAMPLING_FRACTION = 0.05
 
 
 class BruteForce:
     def __init__(self, data, hierarchies, disease_hierarchy):
         self.data = data
+        self.population = round(len(data) / SAMPLING_FRACTION)
         self.h = hierarchies
         self.disease_h = disease_hierarchy
         self.n = len(data)
@@ -81,41 +121,80 @@ class BruteForce:
         return total
 
     def failing_rows(self, node, model: PrivacyModel, sensitive: list[str]) -> np.ndarray:
-        """Row mask of the rows in classes failing ``model`` (suppression limit ignored)."""
-        key = (
-            node,
-            model.k,
-            model.l,
-            model.l_variant,
-            model.c,
-            model.t,
-            model.t_distance,
-            tuple(sensitive),
-        )
+        """Row mask of the rows suppressed under ``model`` (suppression limit ignored): rows of
+        classes failing a per-class model, then, for dataset models (average risk, population
+        uniqueness), the smallest classes (ties: lower class Loss, then earlier first row)
+        until the model holds, leaving out classes that are "*" everywhere (as ARX)."""
+        key = (node, model.criteria, tuple(sensitive))
         if key in self._fails:
             return self._fails[key]
         cls = self.classes(node)
         n_classes = cls.max() + 1
         sizes = np.bincount(cls, minlength=n_classes)
-        fails = sizes < model.k
+        fails = np.zeros(n_classes, dtype=bool)
+        for c in model.criteria:
+            if isinstance(c, KAnonymity):
+                fails |= sizes < c.k
+            elif isinstance(c, HighestRisk):
+                fails |= sizes < arx_size_threshold(c.risk)
         for s in sensitive:
             counts = pd.crosstab(cls, self.data[s].to_numpy())
             counts = counts.reindex(range(n_classes), fill_value=0)
             m = counts.to_numpy()
-            if model.l is not None:
-                if model.l_variant == "distinct":
-                    fails |= (m > 0).sum(axis=1) < model.l
-                elif model.l_variant == "entropy":
-                    p = m / m.sum(axis=1, keepdims=True)
-                    with np.errstate(divide="ignore", invalid="ignore"):
-                        h = -np.nansum(np.where(p > 0, p * np.log(p), 0.0), axis=1)
-                    fails |= h < math.log(model.l) - 1e-9
-                else:
-                    desc = -np.sort(-m, axis=1)
-                    tail = desc[:, int(model.l) - 1 :].sum(axis=1)
-                    fails |= ~(desc[:, 0] < model.c * tail)
-            if model.t is not None:
-                fails |= self.t_matrix(counts, s, model.t_distance) > model.t + 1e-9
+            overall = self.data[s].value_counts(normalize=True).reindex(counts.columns).to_numpy()
+            share = m / m.sum(axis=1, keepdims=True)
+            for c in model.criteria:
+                if isinstance(c, LDiversity):
+                    if c.variant == "distinct":
+                        fails |= (m > 0).sum(axis=1) < c.l
+                    elif c.variant == "entropy":
+                        with np.errstate(divide="ignore", invalid="ignore"):
+                            h = -np.nansum(np.where(share > 0, share * np.log(share), 0.0), axis=1)
+                        fails |= h < math.log(c.l) - 1e-9
+                    else:
+                        desc = -np.sort(-m, axis=1)
+                        tail = desc[:, int(c.l) - 1 :].sum(axis=1)
+                        fails |= ~(desc[:, 0] < c.c * tail)
+                elif isinstance(c, TCloseness):
+                    fails |= self.t_matrix(counts, s, c.distance) > c.t + 1e-9
+                elif isinstance(c, DeltaDisclosure):
+                    # ARX: |log2(share in class / share in table)| < delta for present values
+                    with np.errstate(divide="ignore"):
+                        ratio = np.abs(np.log2(share / overall))
+                    fails |= np.where(m > 0, ratio >= c.delta - 1e-9, False).any(axis=1)
+                elif isinstance(c, BetaLikeness):
+                    gain = (share - overall) / overall
+                    cap = c.beta if c.variant == "basic" else np.minimum(c.beta, -np.log(overall))
+                    fails |= np.where(m > 0, gain > cap + 1e-9, False).any(axis=1)
+        dataset = [c for c in model.criteria if isinstance(c, AverageRisk | PopulationUniqueness)]
+        if dataset:
+            gen = self.generalized(node)
+            everything_star = (gen == "*").all(axis=1).groupby(cls).first().to_numpy()
+            candidates = np.flatnonzero(~fails & ~everything_star)
+            loss_key = np.zeros(n_classes)
+            for q, lv in zip(QIS, node, strict=True):
+                shares = gen[q].map(self.share(q, lv)).groupby(cls).first().to_numpy()
+                loss_key += np.log1p(sizes * shares)
+            first_row = pd.Series(np.arange(self.n)).groupby(cls).min().to_numpy()
+            order = sorted(candidates, key=lambda j: (sizes[j], loss_key[j], first_row[j]))
+            ordered = sizes[order]
+
+            def holds(criterion, rest):
+                if rest.sum() == 0:
+                    return True
+                if isinstance(criterion, AverageRisk):
+                    return len(rest) / rest.sum() <= criterion.risk + 1e-12
+                estimate = population_uniques(rest, self.population, criterion.estimator)
+                return (0 < estimate <= criterion.risk + 1e-12) or (
+                    estimate == 0 and not (rest == 1).any()
+                )
+
+            prefix = 0
+            for criterion in dataset:
+                prefix = arx_binary_search(
+                    lambda p, c=criterion: holds(c, ordered[p:]), prefix, len(order)
+                )
+            fails[np.array(order[:prefix], dtype=np.int64)] = True
         mask = fails[cls]
         self._fails[key] = mask
         return mask
@@ -173,14 +252,61 @@ MODELS = {
     "t-ordered": (PrivacyModel(t=0.2, t_distance="ordered"), ["salary"]),
     "t-hierarchical": (PrivacyModel(t=0.15, t_distance="hierarchical"), ["disease"]),
     "k2-l2-t-two-sensitive": (PrivacyModel(k=2, l=2, t=0.35), ["disease", "salary"]),
+    "delta-disclosure": (PrivacyModel(criteria=[DeltaDisclosure(delta=1.2)]), ["disease"]),
+    "k2-delta-two-sensitive": (
+        PrivacyModel(k=2, criteria=[DeltaDisclosure(delta=2.5)]),
+        ["disease", "salary"],
+    ),
+    "basic-beta": (PrivacyModel(criteria=[BetaLikeness(beta=1.0)]), ["disease"]),
+    "enhanced-beta": (
+        PrivacyModel(criteria=[BetaLikeness(beta=2.0, variant="enhanced")]),
+        ["disease"],
+    ),
+    "highest-risk": (PrivacyModel(criteria=[HighestRisk(risk=0.15)]), []),
+    "average-risk": (PrivacyModel(criteria=[AverageRisk(risk=0.08)]), []),
+    "k2-average-risk-l2": (
+        PrivacyModel(k=2, l=2, criteria=[AverageRisk(risk=0.1)]),
+        ["disease"],
+    ),
+    "population-pitman": (
+        PrivacyModel(criteria=[PopulationUniqueness(risk=0.002, estimator="pitman")]),
+        [],
+    ),
+    "population-zayatz": (
+        PrivacyModel(criteria=[PopulationUniqueness(risk=0.002, estimator="zayatz")]),
+        [],
+    ),
+    "population-dankar-k2": (
+        PrivacyModel(k=2, criteria=[PopulationUniqueness(risk=0.001, estimator="dankar")]),
+        [],
+    ),
 }
 
 
-@pytest.mark.parametrize("limit", [0.0, 0.02, 0.1])
-@pytest.mark.parametrize("name", list(MODELS))
+#: Models added with the criteria module are checked at two suppression limits (keeps the
+#: suite fast); the others at three.
+NEW_MODELS = {
+    name
+    for name in MODELS
+    if name.startswith(
+        ("delta", "k2-delta", "basic", "enhanced", "highest", "average", "k2-average", "population")
+    )
+}
+CASES = [
+    (name, limit)
+    for name in MODELS
+    for limit in ((0.0, 0.05) if name in NEW_MODELS else (0.0, 0.02, 0.1))
+]
+
+
+@pytest.mark.parametrize(("name", "limit"), CASES, ids=[f"{n}-{lim}" for n, lim in CASES])
 def test_optimal_search_matches_brute_force(brute, name, limit):
     base, sensitive = MODELS[name]
-    model = PrivacyModel(**{**base.__dict__, "suppression_limit": limit})
+    model = PrivacyModel(
+        criteria=base.criteria,
+        suppression_limit=limit,
+        population=PopulationModel(sampling_fraction=SAMPLING_FRACTION),
+    )
     config = AnonymizationConfig(
         quasi_identifiers=brute.h,
         model=model,
