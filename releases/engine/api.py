@@ -255,6 +255,7 @@ def anonymize(
     for name, values in model.class_columns(released, context).items():
         classes[name] = values
     classes["fails"] = ""
+    classes["borderline"] = model.borderline_models(released, context)
     classes = classes.sort_values(["size", *qis], kind="stable").reset_index(drop=True)
     achieved_l, achieved_t = model.legacy_achieved(released, context)
 

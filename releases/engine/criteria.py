@@ -48,7 +48,8 @@ Interface for the web layer
 * The classes table: ``result.classes`` has a column per quasi-identifier, ``size``, then for
   each sensitive attribute S the columns ``S:distinct_l``, ``S:entropy_l``, ``S:t`` and each
   criterion's own (``S:recursive_l``, ``S:delta``, ``S:beta``), then ``fails`` (names of the
-  models a class fails). ``model.class_column_labels(sensitive)`` lists (column, label) pairs.
+  models a class fails) and ``borderline`` (those it only just passes:
+  :meth:`Criterion.class_borderline`). ``model.class_column_labels(sensitive)`` lists (column, label) pairs.
 * Check lines from a stored summary: ``checks(summary)`` with ``summary = result.report()``
   (JSON-serialisable; its ``"privacy_model"`` holds the spec and ``"models"`` each criterion's
   achieved values) returns :class:`Check` (name, passed, detail) per model and attribute, and
@@ -89,6 +90,7 @@ __all__ = [
     "POPULATION_PARAMS",
     "REGISTRY",
     "AverageRisk",
+    "BORDERLINE_SHARE",
     "BetaLikeness",
     "Check",
     "Classes",
@@ -109,6 +111,10 @@ __all__ = [
 
 # Tolerance for floating-point comparisons against thresholds.
 _EPS = 1e-9
+
+#: A class whose measure uses more than this share of what a continuous threshold allows
+#: (t, δ, β, entropy l) "only just passes".
+BORDERLINE_SHARE = 0.9
 
 
 # --------------------------------------------------------------------------- parameters
@@ -422,6 +428,12 @@ class Criterion:
         """The per-class measures this model adds to the classes table."""
         return {}
 
+    def class_borderline(self, classes: Classes, data: DataContext) -> np.ndarray:
+        """True for each class that only just passes: exactly at a whole-number threshold
+        (k, distinct l, the size a highest risk allows) or within
+        :data:`BORDERLINE_SHARE` of a continuous one. What the classes table flags."""
+        return np.zeros(len(classes.sizes), dtype=bool)
+
     def column_labels(self, sensitive: Sequence[str]) -> list[tuple[str, str]]:
         return []
 
@@ -481,6 +493,9 @@ class KAnonymity(Criterion):
 
     def class_fails(self, classes: Classes, data: DataContext) -> np.ndarray:
         return classes.sizes < self.k
+
+    def class_borderline(self, classes: Classes, data: DataContext) -> np.ndarray:
+        return classes.sizes == self.k
 
     def achieved(self, classes: Classes, data: DataContext) -> dict[str, Any]:
         return {"k": int(classes.sizes.min()) if len(classes.sizes) else 0}
@@ -587,6 +602,16 @@ class LDiversity(Criterion):
                 fails |= ~recursive_cl(sc, float(self.c or 0), int(self.l))
         return fails
 
+    def class_borderline(self, classes: Classes, data: DataContext) -> np.ndarray:
+        out = np.zeros(len(classes.sizes), dtype=bool)
+        for _, sc in _per_attribute(classes, data):
+            values = self._values(sc)
+            if self.variant == "entropy":
+                out |= values * BORDERLINE_SHARE <= self.l
+            else:  # distinct and recursive l are whole numbers
+                out |= np.abs(values - self.l) < _EPS
+        return out
+
     def class_columns(self, classes: Classes, data: DataContext) -> dict[str, np.ndarray]:
         if self.variant != "recursive":
             return {}  # distinct and entropy l are in every classes table
@@ -689,6 +714,12 @@ class TCloseness(Criterion):
             fails |= d > self.t + _EPS
         return fails
 
+    def class_borderline(self, classes: Classes, data: DataContext) -> np.ndarray:
+        out = np.zeros(len(classes.sizes), dtype=bool)
+        for _, d in self._distances(classes, data):
+            out |= d >= BORDERLINE_SHARE * self.t
+        return out
+
     def class_columns(self, classes: Classes, data: DataContext) -> dict[str, np.ndarray]:
         return {f"{name}:t": d for name, d in self._distances(classes, data)}
 
@@ -770,6 +801,12 @@ class DeltaDisclosure(Criterion):
         for name, sc in _per_attribute(classes, data):
             fails |= self._measure(sc, data, name) >= self.delta - _EPS
         return fails
+
+    def class_borderline(self, classes: Classes, data: DataContext) -> np.ndarray:
+        out = np.zeros(len(classes.sizes), dtype=bool)
+        for name, sc in _per_attribute(classes, data):
+            out |= self._measure(sc, data, name) >= BORDERLINE_SHARE * self.delta
+        return out
 
     def class_columns(self, classes: Classes, data: DataContext) -> dict[str, np.ndarray]:
         return {f"{n}:delta": self._measure(sc, data, n) for n, sc in _per_attribute(classes, data)}
@@ -875,6 +912,14 @@ class BetaLikeness(Criterion):
             fails[np.unique(sc.group[bad])] = True
         return fails
 
+    def class_borderline(self, classes: Classes, data: DataContext) -> np.ndarray:
+        out = np.zeros(len(classes.sizes), dtype=bool)
+        for name, sc in _per_attribute(classes, data):
+            gain, cap = self._cells(sc, data, name)
+            near = (cap > 0) & (gain >= BORDERLINE_SHARE * cap)
+            out[np.unique(sc.group[near])] = True
+        return out
+
     def class_columns(self, classes: Classes, data: DataContext) -> dict[str, np.ndarray]:
         return {
             f"{n}:beta": _class_max(self._cells(sc, data, n)[0], sc, empty=-1.0)
@@ -946,6 +991,9 @@ class HighestRisk(Criterion):
 
     def class_fails(self, classes: Classes, data: DataContext) -> np.ndarray:
         return classes.sizes < self.size
+
+    def class_borderline(self, classes: Classes, data: DataContext) -> np.ndarray:
+        return classes.sizes == self.size
 
     def achieved(self, classes: Classes, data: DataContext) -> dict[str, Any]:
         smallest = int(classes.sizes.min()) if len(classes.sizes) else 0
@@ -1462,6 +1510,15 @@ class PrivacyModel:
         for criterion in self.class_criteria:
             bad = criterion.class_fails(classes, data)
             out[bad] = np.where(out[bad] == "", criterion.name, out[bad] + "," + criterion.name)
+        return out
+
+    def borderline_models(self, classes: Classes, data: DataContext) -> np.ndarray:
+        """Per class, the comma-separated names of the per-class models it only just passes
+        (see :meth:`Criterion.class_borderline`; "" if none)."""
+        out = np.full(len(classes.sizes), "", dtype=object)
+        for criterion in self.class_criteria:
+            near = criterion.class_borderline(classes, data)
+            out[near] = np.where(out[near] == "", criterion.name, out[near] + "," + criterion.name)
         return out
 
     def class_columns(self, classes: Classes, data: DataContext) -> dict[str, np.ndarray]:

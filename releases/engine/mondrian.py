@@ -540,6 +540,7 @@ def _build_result(
     # Cross-check with the models' per-class tests: partitions merged by identical released
     # values could in principle fail (not seen in practice); name the models they fail.
     classes["fails"] = model.failing_models(extract_classes, context)
+    classes["borderline"] = model.borderline_models(extract_classes, context)
     for criterion in model.dataset_criteria:
         if not criterion.fulfilled(sizes, context):
             raise EngineError(f"The Mondrian release does not satisfy {criterion.describe()}.")

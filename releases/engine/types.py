@@ -102,7 +102,8 @@ class AnonymizationResult:
     (released value), ``size``, and for each sensitive attribute S the columns
     ``S:distinct_l``, ``S:entropy_l`` and ``S:t`` (the model's distance, equal by default),
     then the models' own per-class measures (see :mod:`.criteria`); ``fails`` holds the names
-    of the models the class fails (empty string when none).
+    of the models the class fails and ``borderline`` those it only just passes (comma
+    separated, empty string when none).
     ``models``: per privacy model, its spec, description and achieved values (what the review
     checks read, :func:`.criteria.checks`).
     ``candidates``: the Pareto front (Loss, highest risk, suppressed rows) of the valid

@@ -118,6 +118,7 @@ def test_classes_table(released):
         "disease:entropy_l",
         "disease:t",
         "fails",
+        "borderline",
     ]
     by_groupby = result.data.groupby(QIS).agg(size=("row", "size"), distinct=("disease", "nunique"))
     assert len(classes) == len(by_groupby)

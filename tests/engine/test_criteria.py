@@ -284,6 +284,30 @@ def test_check_lines_come_from_the_stored_summary(small_table):
     ]
 
 
+def test_borderline_classes_are_those_at_or_near_each_threshold(small_table):
+    model = PrivacyModel(
+        criteria=[KAnonymity(k=3), DeltaDisclosure(delta=2.0), BetaLikeness(beta=2.0)],
+        suppression_limit=0.1,
+    )
+    result = anonymize(small_table[0], _config(small_table, model))
+    shares = _released_distribution(result, small_table[0], "disease")
+    shares["gain"] = (shares["q"] - shares["p"]) / shares["p"]
+    shares["delta"] = np.abs(np.log2(shares["q"] / shares["p"]))
+    per_class = shares.groupby(QIS).agg(gain=("gain", "max"), delta=("delta", "max"))
+    per_class["size"] = result.data.groupby(QIS).size()
+    expected = {
+        "k-anonymity": per_class["size"] == 3,
+        "delta-disclosure": per_class["delta"] >= 0.9 * 2.0,
+        "beta-likeness": per_class["gain"] >= 0.9 * 2.0,
+    }
+    flags = result.classes.set_index(QIS)["borderline"].str.split(",")
+    for name, near in expected.items():
+        flagged = flags.map(lambda names, n=name: n in names).reindex(per_class.index)
+        assert (flagged == near).all(), name
+    assert any(near.any() for near in expected.values())  # the table has some to show
+    assert (result.classes["fails"] == "").all()
+
+
 def test_report_holds_population_estimates_before_and_after(small_table):
     model = PrivacyModel(
         k=2,
