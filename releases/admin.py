@@ -19,7 +19,7 @@ class DatasetAdmin(admin.ModelAdmin):
 
 @admin.register(ReleaseRequest)
 class ReleaseRequestAdmin(admin.ModelAdmin):
-    list_display = ["pk", "dataset", "requested_by", "k", "state", "created_at"]
+    list_display = ["pk", "dataset", "requested_by", "model_description", "state", "created_at"]
     list_filter = ["state"]
 
 

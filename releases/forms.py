@@ -2,6 +2,7 @@ from decimal import Decimal
 
 from django import forms
 
+from .engine import POPULATION_PARAMS, REGISTRY, EngineError, ParamSpec, PrivacyModel
 from .models import ReleaseRequest, Review
 from .services import release
 from .services.release import ReleaseParameters, Sharing
@@ -16,12 +17,45 @@ class UploadForm(forms.Form):
     )
 
 
-class ModelForm(forms.Form):
-    """The privacy model and algorithm of a release request."""
-
-    k = forms.IntegerField(
-        label="k (smallest equivalence class)", min_value=1, max_value=1_000_000, initial=5
+def _param_field(spec: ParamSpec) -> forms.Field:
+    """A form field for one parameter of a privacy model (bounds, choices and help from its
+    definition; whether it is needed is the model's to say, once it is chosen)."""
+    if spec.kind == "choice":
+        return forms.ChoiceField(
+            label=spec.label,
+            choices=spec.choices,
+            initial=spec.default,
+            required=False,
+            help_text=spec.help,
+        )
+    attrs = {"step": "1" if spec.kind == "int" else "any"}
+    if spec.minimum is not None:
+        attrs["min"] = f"{spec.minimum:g}"
+    if spec.maximum is not None:
+        attrs["max"] = f"{spec.maximum:g}"
+    # The bounds are checked by the engine, which also knows the exclusive ones.
+    return forms.FloatField(
+        label=spec.label,
+        initial=spec.default,
+        required=False,
+        help_text=spec.help,
+        widget=forms.NumberInput(attrs=attrs),
     )
+
+
+def _use_key(model: str) -> str:
+    """The checkbox that asks for a privacy model."""
+    return f"use__{model}"
+
+
+class ModelForm(forms.Form):
+    """The privacy models, suppression limit, population and algorithm of a release request,
+    generated from the engine's definitions (``releases.engine.criteria.REGISTRY``): one
+    group per model, asked for by its checkbox, with its parameters. The engine validates."""
+
+    #: Asked for on a new request: k-anonymity with k=5 (and 5 % suppression).
+    DEFAULT_MODELS = {"k-anonymity": {"k": 5}}
+
     suppression_percent = forms.DecimalField(
         label="Suppression limit (% of rows that may be removed)",
         min_value=0,
@@ -29,69 +63,123 @@ class ModelForm(forms.Form):
         decimal_places=2,
         initial=5,
     )
-    l_diversity = forms.FloatField(
-        label="l (l-diversity of sensitive columns; empty for none)", min_value=1, required=False
-    )
-    l_variant = forms.ChoiceField(
-        label="l-diversity variant",
-        required=False,
-        choices=ReleaseRequest.LVariant.choices,
-        initial=ReleaseRequest.LVariant.DISTINCT,
-    )
-    c = forms.FloatField(label="c (recursive (c,l)-diversity)", min_value=0.0001, required=False)
-    t_closeness = forms.FloatField(
-        label="t (t-closeness of sensitive columns; empty for none)",
-        min_value=0,
-        max_value=1,
-        required=False,
-    )
-    t_distance = forms.ChoiceField(
-        label="t-closeness distance",
-        required=False,
-        choices=ReleaseRequest.TDistance.choices,
-        initial=ReleaseRequest.TDistance.EQUAL,
-    )
     algorithm = forms.ChoiceField(
         choices=ReleaseRequest.Algorithm.choices,
         initial=ReleaseRequest.Algorithm.OPTIMAL,
         required=False,
     )
 
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for name, kind in REGISTRY.items():
+            self.fields[_use_key(name)] = forms.BooleanField(
+                label=kind.label,
+                required=False,
+                initial=name in self.DEFAULT_MODELS,
+                help_text=kind.summary,
+            )
+            defaults = self.DEFAULT_MODELS.get(name, {})
+            for spec in kind.params:
+                field = _param_field(spec)
+                if spec.name in defaults:
+                    field.initial = defaults[spec.name]
+                self.fields[spec.key(name)] = field
+        for spec in POPULATION_PARAMS:
+            self.fields[spec.name] = _param_field(spec)
+        # Whole numbers show as such ("5", not "5.0") when the form is filled back.
+        for name, value in list(self.initial.items()):
+            if isinstance(value, float) and value.is_integer():
+                self.initial[name] = int(value)
+
+    # --- what the template shows
+
+    def model_groups(self) -> list[dict]:
+        """One group per privacy model: its checkbox, its parameters, and its errors."""
+        return [
+            {
+                "name": name,
+                "label": kind.label,
+                "summary": kind.summary,
+                "needs_sensitive": kind.needs_sensitive,
+                "needs_population": kind.needs_population,
+                "use": self[_use_key(name)],
+                "params": [self[spec.key(name)] for spec in kind.params],
+            }
+            for name, kind in REGISTRY.items()
+        ]
+
+    def population_fields(self):
+        return [self[spec.name] for spec in POPULATION_PARAMS]
+
     def model_fields(self):
-        """The privacy model's fields (not the sharing or justification fields)."""
-        return [self[name] for name in ModelForm.base_fields]
+        """The fields of the privacy model (not the sharing or justification fields)."""
+        names = ["suppression_percent", "algorithm"]
+        for name, kind in REGISTRY.items():
+            names += [_use_key(name), *(spec.key(name) for spec in kind.params)]
+        names += [spec.name for spec in POPULATION_PARAMS]
+        return [self[name] for name in names]
+
+    # --- validation, through the engine
 
     def clean(self):
         data = super().clean()
-        if data.get("l_variant") == "recursive" and data.get("l_diversity") and not data.get("c"):
-            self.add_error("c", "Recursive (c,l)-diversity needs c.")
+        chosen: dict = {}
+        for name, kind in REGISTRY.items():
+            if not data.get(_use_key(name)):
+                continue
+            values = {spec.name: data.get(spec.key(name)) for spec in kind.params}
+            main = kind.params[0]
+            if values[main.name] is None:
+                self.add_error(main.key(name), f"{kind.label} needs {main.label}.")
+                continue
+            try:
+                kind(**values).validate()
+            except EngineError as exc:
+                self.add_error(main.key(name), str(exc))
+                continue
+            chosen.update({spec.key(name): values[spec.name] for spec in kind.params})
+        if self.errors:
+            return data
+        if not chosen:
+            raise forms.ValidationError("Choose at least one privacy model.")
+        population = {
+            spec.name: data.get(spec.name)
+            for spec in POPULATION_PARAMS
+            if data.get(spec.name) is not None
+        }
+        percent = data.get("suppression_percent")
+        limit = float(percent / Decimal(100)) if percent is not None else 0.0
+        try:
+            self.privacy_model = PrivacyModel.from_fields(
+                {**chosen, **population}, suppression_limit=limit
+            )
+        except EngineError as exc:
+            raise forms.ValidationError(str(exc)) from None
         return data
 
     def parameters(self) -> ReleaseParameters:
-        data = self.cleaned_data
         return ReleaseParameters(
-            k=data["k"],
-            suppression_limit=float(data["suppression_percent"] / Decimal(100)),
-            l_diversity=data.get("l_diversity"),
-            l_variant=data["l_variant"] or ReleaseRequest.LVariant.DISTINCT,
-            c=data.get("c"),
-            t_closeness=data.get("t_closeness"),
-            t_distance=data["t_distance"] or ReleaseRequest.TDistance.EQUAL,
-            algorithm=data["algorithm"] or ReleaseRequest.Algorithm.OPTIMAL,
+            self.privacy_model,
+            self.cleaned_data.get("algorithm") or ReleaseRequest.Algorithm.OPTIMAL,
         )
 
     @classmethod
-    def initial_from(cls, release_request: ReleaseRequest) -> dict:
-        return {
-            "k": release_request.k,
-            "suppression_percent": Decimal(str(round(release_request.suppression_percent, 2))),
-            "l_diversity": release_request.l_diversity,
-            "l_variant": release_request.l_variant,
-            "c": release_request.c,
-            "t_closeness": release_request.t_closeness,
-            "t_distance": release_request.t_distance,
-            "algorithm": release_request.algorithm,
+    def initial_for(cls, params: ReleaseParameters) -> dict:
+        """The form's fields filled from parameters (to resubmit a request changed): only
+        the models they ask for are ticked."""
+        model = params.model
+        initial: dict = {
+            "suppression_percent": Decimal(str(round(model.suppression_limit * 100, 2))),
+            "algorithm": params.algorithm,
         }
+        initial.update({_use_key(name): False for name in REGISTRY})
+        initial.update({_use_key(c.name): True for c in model.criteria})
+        initial.update({k: v for k, v in model.fields().items() if k != "suppression_limit"})
+        return initial
+
+    @classmethod
+    def initial_from(cls, release_request: ReleaseRequest) -> dict:
+        return cls.initial_for(ReleaseParameters.of(release_request))
 
 
 class JustificationsMixin:

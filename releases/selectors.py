@@ -288,6 +288,87 @@ def unchanged_columns(summary: dict) -> list[dict]:
     ]
 
 
+# --- The privacy models, candidates and risk of a result ------------------------------------
+
+#: Candidates listed on a request's page (lowest Loss first; the applied one always shown).
+CANDIDATES_SHOWN = 30
+
+
+def _levels_text(levels: dict, sep: str = ", ") -> str:
+    return sep.join(f"{q}={v}" for q, v in levels.items())
+
+
+def candidates(summary: dict) -> dict:
+    """The result's Pareto front of candidates for the page: each with its levels as text
+    (and as the ``--levels`` argument), whether it is the optimum and whether this round
+    applies it; then how the applied levels compare with the optimum when they were fixed."""
+    applied = summary.get("levels")
+    rows = []
+    for candidate in summary.get("candidates") or []:
+        rows.append(
+            {
+                **candidate,
+                "chosen": candidate["levels"] == applied,
+                "levels_text": _levels_text(candidate["levels"]),
+                "levels_arg": _levels_text(candidate["levels"], ","),
+            }
+        )
+    shown = rows[:CANDIDATES_SHOWN] + [r for r in rows[CANDIDATES_SHOWN:] if r["chosen"]]
+    comparison = None
+    optimum = summary.get("optimum")
+    if summary.get("levels_fixed") and optimum:
+        comparison = {
+            "chosen": {
+                "levels_text": _levels_text(applied or {}),
+                "loss": (summary.get("metrics") or {}).get("loss"),
+                "highest_risk": (summary.get("risk_after") or {}).get("highest"),
+                "suppressed": summary.get("suppressed"),
+            },
+            "optimum": {**optimum, "levels_text": _levels_text(optimum["levels"])},
+        }
+    return {
+        "rows": shown,
+        "count": len(rows),
+        "more": len(rows) - len(shown),
+        "qis": list(applied or (rows[0]["levels"] if rows else {})),
+        "comparison": comparison,
+    }
+
+
+def class_measures(release_request: ReleaseRequest) -> list[dict]:
+    """The classes table's per-class measures, as the privacy models name them: for each
+    sensitive attribute, distinct and entropy l, t, and the models' own (δ, β, recursive l)."""
+    sensitive = release_request.config.get("sensitive", [])
+    out = []
+    for column, label in release_request.privacy_model.class_column_labels(sensitive):
+        name, _, measure = column.rpartition(":")
+        out.append({"attribute": name, "measure": measure, "label": label})
+    return out
+
+
+def smallest_class_allowed(release_request: ReleaseRequest) -> int:
+    """The class size below which the models always fail (k, or what l or a highest risk
+    implies), for the size chart's line."""
+    from .engine.criteria import DataContext
+
+    return release_request.privacy_model.min_class_size(DataContext(0))
+
+
+def _round_descriptions(rounds: list) -> list:
+    from .engine import EngineError, PrivacyModel
+
+    for round_ in rounds:
+        try:
+            round_.model_description = PrivacyModel.from_spec(
+                round_.parameters.get("model") or {}
+            ).describe()
+        except EngineError:
+            round_.model_description = ""
+        levels = round_.parameters.get("levels")
+        round_.levels_text = _levels_text(levels) if levels else ""
+    return rounds
+
+
 def request_page(user, release_request: ReleaseRequest) -> dict:
     """What the officer's and the requesting steward's page shows (the original included)."""
     from .services import review  # the checks
@@ -305,7 +386,9 @@ def request_page(user, release_request: ReleaseRequest) -> dict:
         "votes_hidden": votes_hidden_from(user, release_request),
         "approvals": approvals_so_far(release_request),
         "required_approvals": required_approvals(),
-        "rounds": list(release_request.rounds.all()),
+        "rounds": _round_descriptions(list(release_request.rounds.all())),
+        "candidates": candidates(summary),
+        "smallest_class": smallest_class_allowed(release_request),
         "buttons": buttons,
         "can_review": lifecycle.can_review(user, release_request),
         "own_request": lifecycle.is_requester(user, release_request),

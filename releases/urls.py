@@ -58,6 +58,7 @@ urlpatterns = [
     ),
     path("requests/<int:request_id>/review/", requests.request_review, name="request_review"),
     path("requests/<int:request_id>/resubmit/", requests.request_resubmit, name="request_resubmit"),
+    path("requests/<int:request_id>/rerun/", requests.request_rerun, name="request_rerun"),
     path("requests/<int:request_id>/cancel/", requests.request_cancel, name="request_cancel"),
     path("requests/<int:request_id>/revoke/", requests.request_revoke, name="request_revoke"),
     path(

@@ -220,7 +220,10 @@ def test_the_database_refuses_a_spend_without_an_amount(funded, steward):
 
 def test_a_row_level_extract_is_recorded_outside_the_budget(funded, steward, officer):
     request = ReleaseRequest.objects.create(
-        dataset=funded, requested_by=steward, k=5, suppression_limit=0, config={}
+        dataset=funded,
+        requested_by=steward,
+        parameters={"model": {"criteria": [{"model": "k-anonymity", "k": 5}]}},
+        config={},
     )
     entry = budget.record_row_level_release(
         funded, officer, release_request=request, detail={"model": "5-anonymity"}

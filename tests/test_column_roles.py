@@ -51,7 +51,8 @@ def test_columns_start_without_a_role_and_block_a_request_until_each_has_one(
     page = client.get(reverse("releases:dataset_detail", args=[staff.pk])).content.decode()
     assert "3 columns without a role" in page
     response = client.post(
-        reverse("releases:request_create", args=[staff.pk]), {"k": 5, "suppression_percent": 5}
+        reverse("releases:request_create", args=[staff.pk]),
+        {"use__k-anonymity": "on", "k-anonymity__k": 5, "suppression_percent": 5},
     )
     assert response.status_code == 400
     assert "No role yet: Prénom, badge, team" in response.content.decode()
@@ -84,7 +85,7 @@ def test_a_suggested_identifier_released_as_is_needs_a_written_justification(
     column = staff.columns.get(name="Prénom")
     page = client.get(reverse("releases:dataset_detail", args=[staff.pk])).content.decode()
     assert f'name="justify-{column.pk}"' in page
-    form = {"k": 5, "suppression_percent": 5}
+    form = {"use__k-anonymity": "on", "k-anonymity__k": 5, "suppression_percent": 5}
     response = client.post(reverse("releases:request_create", args=[staff.pk]), form)
     assert response.status_code == 400 and "Prénom" in response.content.decode()
     reason = "First names alone are shared by dozens of staff; the study needs them."

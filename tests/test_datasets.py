@@ -560,8 +560,7 @@ def test_a_dataset_with_an_approved_release_cannot_be_deleted(client, steward, o
     ReleaseRequest.objects.create(
         dataset=dataset,
         requested_by=steward,
-        k=2,
-        suppression_limit=0.0,
+        parameters={"model": {"criteria": [{"model": "k-anonymity", "k": 2}]}},
         config={},
         state=ReleaseRequest.State.APPROVED,
     )

@@ -47,6 +47,9 @@ SPECIFIED = {
     (State.CHANGES_REQUESTED, "resubmit"): (State.QUEUED, lifecycle.REQUESTER),
     (State.FAILED, "resubmit"): (State.QUEUED, lifecycle.REQUESTER),
     (State.CANCELLED, "resubmit"): (State.QUEUED, lifecycle.REQUESTER),
+    # The requester re-runs a result with one of its candidates' levels instead of the optimum.
+    (State.READY, "rerun"): (State.QUEUED, lifecycle.REQUESTER),
+    (State.CHANGES_REQUESTED, "rerun"): (State.QUEUED, lifecycle.REQUESTER),
     (State.APPROVED, "revoke"): (State.REVOKED, lifecycle.OFFICER),
     (State.APPROVED, "expire"): (State.EXPIRED, lifecycle.SYSTEM),
     (State.APPROVED, "accept_terms"): (None, lifecycle.RECEIVER),
@@ -97,9 +100,17 @@ def _set_state(release_request: ReleaseRequest, state: str) -> ReleaseRequest:
     return ReleaseRequest.objects.get(pk=release_request.pk)
 
 
+def _other_candidate(request_id: int) -> dict:
+    """Levels of a candidate the request's result does not apply."""
+    summary = ReleaseRequest.objects.get(pk=request_id).summary or {}
+    others = [c for c in summary.get("candidates") or [] if c["levels"] != summary["levels"]]
+    return others[0]["levels"] if others else {"age": 0, "sex": 0}
+
+
 def _service(action: str, user, request_id: int):
     params = ReleaseParameters(k=5, suppression_limit=0.05)
     return {
+        "rerun": lambda: release.rerun_with_levels(user, request_id, _other_candidate(request_id)),
         "cancel": lambda: release.cancel(user, request_id),
         "approve": lambda: review.review(user, request_id, "approve"),
         "request_changes": lambda: review.review(user, request_id, "changes", "Coarser."),
@@ -317,6 +328,8 @@ ALLOWED = {
     (State.CHANGES_REQUESTED, "requester", "resubmit"),
     (State.FAILED, "requester", "resubmit"),
     (State.CANCELLED, "requester", "resubmit"),
+    (State.READY, "requester", "rerun"),
+    (State.CHANGES_REQUESTED, "requester", "rerun"),
     (State.APPROVED, "officer", "revoke"),
     (State.APPROVED, "officer", "reproduce"),
     (State.APPROVED, "requester", "accept_terms"),

@@ -47,7 +47,12 @@ def test_a_request_made_while_the_broker_is_down_succeeds_and_waits_in_the_outbo
     with broker(unreachable_broker()):
         response = client.post(
             reverse("releases:request_create", args=[dataset.pk]),
-            {"k": 5, "suppression_percent": 5, "algorithm": "optimal"},
+            {
+                "use__k-anonymity": "on",
+                "k-anonymity__k": 5,
+                "suppression_percent": 5,
+                "algorithm": "optimal",
+            },
         )
     assert response.status_code == 302  # never a 500
     release_request = ReleaseRequest.objects.get()

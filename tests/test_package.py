@@ -228,5 +228,8 @@ def test_the_report_ticks_its_checklist_from_facts(ready, officer, recipient, cl
 
 def test_approval_refuses_a_package_whose_digest_does_not_match(ready, officer):
     ReleaseFile.objects.filter(request=ready, format="xlsx").delete()
-    with pytest.raises(InvalidInput, match="no longer match the reviewed package"):
+    # The review checks show it, and approving is refused.
+    files = next(c for c in review.checks(ready) if c.name == "package files")
+    assert not files.passed and "do not match the package digest" in files.detail
+    with pytest.raises(InvalidInput, match="do not match the package digest"):
         review.review(officer, ready.pk, "approve")

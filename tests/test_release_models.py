@@ -49,7 +49,7 @@ def extract_of(release_request: ReleaseRequest) -> pd.DataFrame:
 
 
 def test_distinct_l_diversity_release_is_l_diverse(steward, adult):
-    done = run(request_release(steward, adult, k=2, suppression_limit=0.05, l_diversity=3))
+    done = run(request_release(steward, adult, k=2, suppression_limit=0.05, l=3))
     assert done.state == ReleaseRequest.State.READY, done.error
     extract = extract_of(done)
     assert anonymity.l_diversity(extract, QIS, ["occupation"]) >= 3
@@ -60,9 +60,7 @@ def test_distinct_l_diversity_release_is_l_diverse(steward, adult):
 
 def test_entropy_l_diversity_release_is_entropy_l_diverse(steward, adult):
     done = run(
-        request_release(
-            steward, adult, k=2, suppression_limit=0.05, l_diversity=2, l_variant="entropy"
-        )
+        request_release(steward, adult, k=2, suppression_limit=0.05, l=2, l_variant="entropy")
     )
     extract = extract_of(done)
 
@@ -75,7 +73,7 @@ def test_entropy_l_diversity_release_is_entropy_l_diverse(steward, adult):
 
 
 def test_t_closeness_release_is_t_close(steward, adult):
-    done = run(request_release(steward, adult, k=2, suppression_limit=0.05, t_closeness=0.2))
+    done = run(request_release(steward, adult, k=2, suppression_limit=0.05, t=0.2))
     assert done.state == ReleaseRequest.State.READY, done.error
     extract = extract_of(done)
     # Equal-distance EMD: half the L1 distance between each class's distribution and the
@@ -143,8 +141,8 @@ def test_l_diversity_without_a_sensitive_column_is_refused(steward):
     dataset = factories.make_dataset(steward, "age,sex\n" + "30,F\n" * 20)
     tag(steward, dataset, {"age": Role.QUASI_IDENTIFIER})
     with pytest.raises(InvalidInput, match="sensitive"):
-        request_release(steward, dataset, k=2, l_diversity=2)
+        request_release(steward, dataset, k=2, l=2)
     tag(steward, dataset, {"sex": Role.SENSITIVE})
     with pytest.raises(InvalidInput, match="needs a positive c"):
-        request_release(steward, dataset, k=2, l_diversity=2, l_variant="recursive")
+        request_release(steward, dataset, k=2, l=2, l_variant="recursive")
     assert not ReleaseRequest.objects.exists()

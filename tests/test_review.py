@@ -90,7 +90,7 @@ def test_every_resubmit_transition_is_allowed_or_refused(
         with django_capture_on_commit_callbacks(execute=False) as callbacks:
             release.resubmit(steward, ready.pk, params, "Coarser, as asked.")
         ready.refresh_from_db()
-        assert (ready.state, ready.round, ready.k) == (State.QUEUED, 2, 10)
+        assert (ready.state, ready.round, ready.privacy_model.k) == (State.QUEUED, 2, 10)
         assert len(callbacks) == 2  # the old files removed, the new run enqueued
         assert ReleaseRound.objects.get(request=ready).outcome == state
     else:
@@ -209,7 +209,8 @@ def test_an_approval_counts_only_for_the_bytes_it_saw(ready, officer, second_off
 
 def test_approving_a_result_whose_checks_failed_is_refused(ready, officer, client):
     summary = dict(ready.summary)
-    summary["achieved"] = {**summary["achieved"], "k": 3}
+    assert summary["models"][0]["model"] == "k-anonymity"
+    summary["models"][0]["achieved"] = {"k": 3}
     ReleaseRequest.objects.filter(pk=ready.pk).update(summary=summary)
     ready.refresh_from_db()
     failed = [c.name for c in review.checks(ready) if not c.passed]
@@ -249,7 +250,7 @@ def test_changes_requested_then_resubmitted_starts_a_new_round(ready, officer, s
         steward, ready.pk, ReleaseParameters(k=10, suppression_limit=0.05), "Done: k=10."
     )
     ready = run(ready)
-    assert (ready.state, ready.round, ready.k) == (State.READY, 2, 10)
+    assert (ready.state, ready.round, ready.privacy_model.k) == (State.READY, 2, 10)
     assert ready.summary["achieved"]["k"] >= 10
     extract = pd.read_csv(
         io.BytesIO(storage.read_bytes(ready.extract_path)), dtype=str, keep_default_na=False
@@ -261,7 +262,7 @@ def test_changes_requested_then_resubmitted_starts_a_new_round(ready, officer, s
         State.CHANGES_REQUESTED,
         "Done: k=10.",
     )
-    assert earlier.parameters["k"] == 5
+    assert earlier.parameters["model"]["criteria"] == [{"model": "k-anonymity", "k": 5}]
     # The officer's first-round review does not count for round 2, and they may vote again.
     assert lifecycle.can_review(officer, ready)
     review.review(officer, ready.pk, "approve")

@@ -36,7 +36,7 @@ def test_seed_demo_with_release_makes_an_approved_release_for_the_recipient(
     call_command("seed_demo", "--with-release")
     release_request = ReleaseRequest.objects.get()
     assert release_request.state == ReleaseRequest.State.APPROVED
-    assert (release_request.k, release_request.suppression_limit) == (5, 0.05)
+    assert release_request.model_description == "k=5, at most 5% of rows suppressed"
     assert release_request.reviews.get().reviewer.username == "officer"
     recipient = User.objects.get(username="recipient")
     assert list(release_request.recipients.all()) == [recipient]

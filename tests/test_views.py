@@ -122,7 +122,8 @@ def test_another_stewards_dataset_is_out_of_reach(client, other_steward, dataset
     )
     assert response.status_code == 404
     response = client.post(
-        reverse("releases:request_create", args=[dataset.pk]), {"k": 5, "suppression_percent": 5}
+        reverse("releases:request_create", args=[dataset.pk]),
+        {"use__k-anonymity": "on", "k-anonymity__k": 5, "suppression_percent": 5},
     )
     assert response.status_code == 404
     assert not ReleaseRequest.objects.exists()
@@ -175,11 +176,19 @@ def test_request_form_creates_a_request_and_redirects_to_its_page(client, stewar
     login(client, steward)
     response = client.post(
         reverse("releases:request_create", args=[dataset.pk]),
-        {"k": 5, "suppression_percent": "2.5"},
+        {"use__k-anonymity": "on", "k-anonymity__k": 5, "suppression_percent": "2.5"},
     )
     release_request = ReleaseRequest.objects.get()
     assert response["Location"] == reverse("releases:request_detail", args=[release_request.pk])
-    assert (release_request.k, release_request.suppression_limit) == (5, 0.025)
+    assert release_request.parameters == {
+        "model": {
+            "criteria": [{"model": "k-anonymity", "k": 5}],
+            "suppression_limit": 0.025,
+            "population": None,
+        },
+        "algorithm": "optimal",
+        "levels": None,
+    }
     page = client.get(response["Location"]).content.decode()
     assert "Queued" in page and 'hx-trigger="every 1s"' in page
 

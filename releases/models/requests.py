@@ -10,6 +10,7 @@ from django.db import models
 from django.urls import reverse
 from django.utils import timezone
 
+from ..engine import PrivacyModel
 from .datasets import Dataset
 
 
@@ -36,16 +37,6 @@ class ReleaseRequest(models.Model):
         OPTIMAL = "optimal", "Optimal full-domain generalization"
         MONDRIAN = "mondrian", "Mondrian (multidimensional local recoding)"
 
-    class LVariant(models.TextChoices):
-        DISTINCT = "distinct", "distinct"
-        ENTROPY = "entropy", "entropy"
-        RECURSIVE = "recursive", "recursive (c,l)"
-
-    class TDistance(models.TextChoices):
-        EQUAL = "equal", "equal distance"
-        ORDERED = "ordered", "ordered distance"
-        HIERARCHICAL = "hierarchical", "hierarchical distance"
-
     #: States in which nothing changes without a person acting (the page stops polling).
     SETTLED_STATES = frozenset(
         {
@@ -67,17 +58,11 @@ class ReleaseRequest(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="release_requests"
     )
     round = models.PositiveIntegerField(default=1)
-    # The privacy model of the current round.
-    k = models.PositiveIntegerField()
-    suppression_limit = models.FloatField(help_text="Share of rows (0 to 1) that may be removed.")
-    l_diversity = models.FloatField(null=True, blank=True)
-    l_variant = models.CharField(max_length=16, choices=LVariant.choices, default=LVariant.DISTINCT)
-    c = models.FloatField(null=True, blank=True)
-    t_closeness = models.FloatField(null=True, blank=True)
-    t_distance = models.CharField(max_length=16, choices=TDistance.choices, default=TDistance.EQUAL)
-    algorithm = models.CharField(
-        max_length=16, choices=Algorithm.choices, default=Algorithm.OPTIMAL
-    )
+    #: How the current round is made: ``{"model": PrivacyModel.to_spec(), "algorithm":
+    #: "optimal" | "mondrian", "levels": {quasi-identifier: level} | None}``. The privacy
+    #: models, their parameters and the suppression limit are the engine's
+    #: (``releases.engine.criteria``); fixed levels re-run a candidate of an earlier round.
+    parameters = models.JSONField(default=dict)
     # The column roles and hierarchies as they were when the round was submitted.
     config = models.JSONField()
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
@@ -151,6 +136,27 @@ class ReleaseRequest(models.Model):
         return self.state in self.SETTLED_STATES
 
     @property
+    def privacy_model(self) -> PrivacyModel:
+        """The round's privacy models and suppression limit, read by the engine."""
+        return PrivacyModel.from_spec(self.parameters.get("model") or {})
+
+    @property
+    def algorithm(self) -> str:
+        return self.parameters.get("algorithm") or self.Algorithm.OPTIMAL
+
+    def get_algorithm_display(self) -> str:
+        return self.Algorithm(self.algorithm).label
+
+    @property
+    def fixed_levels(self) -> dict[str, int] | None:
+        """Generalization levels the round applies instead of the optimum (a candidate)."""
+        return self.parameters.get("levels") or None
+
+    @property
+    def suppression_limit(self) -> float:
+        return float((self.parameters.get("model") or {}).get("suppression_limit") or 0.0)
+
+    @property
     def suppression_percent(self) -> float:
         return self.suppression_limit * 100
 
@@ -160,22 +166,20 @@ class ReleaseRequest(models.Model):
 
     @property
     def model_description(self) -> str:
-        """The privacy model in the field's notation, e.g. "k=5, distinct 2-diversity"."""
-        parts = [f"k={self.k}"]
-        if self.l_diversity:
-            l_value = f"{self.l_diversity:g}"
-            if self.l_variant == self.LVariant.RECURSIVE:
-                parts.append(f"recursive ({self.c:g},{l_value})-diversity")
-            else:
-                parts.append(f"{self.l_variant} {l_value}-diversity")
-        if self.t_closeness is not None:
-            parts.append(f"{self.t_closeness:g}-closeness ({self.get_t_distance_display()})")
-        parts.append(f"≤{self.suppression_percent:g}% suppressed")
-        return ", ".join(parts)
+        """The privacy model in the field's notation, e.g. "k=5, distinct 2-diversity, at most
+        5% of rows suppressed" (the engine's words), and the levels when they are fixed."""
+        text = self.privacy_model.describe()
+        if self.fixed_levels:
+            levels = ", ".join(f"{q}={v}" for q, v in self.fixed_levels.items())
+            text += f"; levels fixed at {levels}"
+        return text
 
 
 class ReleaseRound(models.Model):
-    """An earlier round of a request, kept visible after the requester resubmitted."""
+    """An earlier round of a request, kept visible after the requester resubmitted.
+
+    ``parameters`` holds the round's :attr:`ReleaseRequest.parameters` with its configuration,
+    seed and files."""
 
     request = models.ForeignKey(ReleaseRequest, on_delete=models.CASCADE, related_name="rounds")
     number = models.PositiveIntegerField()

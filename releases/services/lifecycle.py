@@ -109,6 +109,10 @@ TRANSITIONS: dict[tuple[str, str], Transition] = {
     (State.CHANGES_REQUESTED, "resubmit"): Transition(State.QUEUED, REQUESTER, "Resubmit"),
     (State.FAILED, "resubmit"): Transition(State.QUEUED, REQUESTER, "Resubmit"),
     (State.CANCELLED, "resubmit"): Transition(State.QUEUED, REQUESTER, "Resubmit"),
+    (State.READY, "rerun"): Transition(State.QUEUED, REQUESTER, "Re-run with these levels"),
+    (State.CHANGES_REQUESTED, "rerun"): Transition(
+        State.QUEUED, REQUESTER, "Re-run with these levels"
+    ),
     (State.APPROVED, "revoke"): Transition(State.REVOKED, OFFICER, "Revoke"),
     (State.APPROVED, "expire"): Transition(State.EXPIRED, SYSTEM, "Expire"),
     (State.APPROVED, "accept_terms"): Transition(None, RECEIVER, "Accept the terms"),
@@ -141,6 +145,17 @@ def _checks_pass(user, release_request: ReleaseRequest) -> str:
             + ")."
         )
     return _not_voted(user, release_request)
+
+
+def _other_candidates(user, release_request: ReleaseRequest) -> str:
+    """The result lists a candidate other than the one it applies."""
+    summary = release_request.summary or {}
+    applied = summary.get("levels")
+    if any(c.get("levels") != applied for c in summary.get("candidates") or []):
+        return ""
+    if summary and summary.get("levels") is None:
+        return "Mondrian recodes locally: it has no generalization levels to choose from."
+    return "The search found no other transformation that satisfies the privacy model."
 
 
 def _terms_accepted(user, release_request: ReleaseRequest) -> str:
@@ -234,6 +249,14 @@ ACTIONS: dict[str, Action] = {
             "only a request with changes requested, whose run failed or that was cancelled "
             "can be resubmitted.",
             frozenset({State.CHANGES_REQUESTED, State.FAILED, State.CANCELLED}),
+        ),
+        Action(
+            "rerun",
+            "re-run a request with a candidate's levels",
+            "only a result ready for review or with changes requested can be re-run with "
+            "another candidate.",
+            frozenset({State.READY, State.CHANGES_REQUESTED}),
+            _other_candidates,
         ),
         Action(
             "revoke",
@@ -419,6 +442,14 @@ def check_resubmit(user, release_request) -> Transition:
     return check("resubmit", user, release_request)
 
 
+def can_rerun(user, release_request) -> bool:
+    return can("rerun", user, release_request)
+
+
+def check_rerun(user, release_request) -> Transition:
+    return check("rerun", user, release_request)
+
+
 def can_revoke(user, release_request) -> bool:
     return can("revoke", user, release_request)
 
@@ -482,6 +513,7 @@ PERSON_ACTIONS = (
     "request_changes",
     "reject",
     "resubmit",
+    "rerun",
     "revoke",
     "accept_terms",
     "download",

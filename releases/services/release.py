@@ -11,9 +11,10 @@ import logging
 import math
 import tempfile
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 from django.conf import settings
 from django.contrib.auth.models import Group
@@ -22,6 +23,7 @@ from django.http import Http404
 from django.utils import timezone
 
 from ..engine import AnonymizationConfig, EngineError, Hierarchy, PrivacyModel, anonymize
+from ..engine.criteria import Classes, DataContext
 from ..models import (
     RELEASED_ROLES,
     UNCHANGED_ROLES,
@@ -40,49 +42,57 @@ logger = logging.getLogger(__name__)
 State = ReleaseRequest.State
 PROGRESS_INTERVAL_SECONDS = 0.5
 SAMPLE_ROWS = 12
-#: A class within this share of the t threshold, or exactly at k or l, "only just passes".
-T_BORDERLINE_SHARE = 0.9
 #: Groups a release cannot be shared with: the roles themselves. Naming "Recipients" would give
 #: every recipient every release; a release names people, or groups made for a purpose.
 ROLE_GROUPS = roles.ALL_GROUPS
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, init=False)
 class ReleaseParameters:
-    """The privacy model and algorithm a steward asks for."""
+    """How a round is made: the privacy model (the engine's: criteria, suppression limit,
+    population), the algorithm, and generalization levels to apply instead of the optimum
+    (a candidate of an earlier round; ``None``: search)."""
 
-    k: int
-    suppression_limit: float
-    l_diversity: float | None = None
-    l_variant: str = "distinct"
-    c: float | None = None
-    t_closeness: float | None = None
-    t_distance: str = "equal"
+    model: PrivacyModel
     algorithm: str = "optimal"
+    levels: dict[str, int] | None = None
+
+    def __init__(
+        self,
+        model: PrivacyModel | None = None,
+        algorithm: str = "optimal",
+        levels: dict[str, int] | None = None,
+        **keywords,
+    ) -> None:
+        """``keywords`` build the model with the engine's keyword constructor instead
+        (``ReleaseParameters(k=5, suppression_limit=0.05)``)."""
+        if model is None:
+            model = PrivacyModel(**keywords)
+        elif keywords:
+            raise TypeError("Give a PrivacyModel or the keywords of one, not both.")
+        object.__setattr__(self, "model", model)
+        object.__setattr__(self, "algorithm", algorithm or "optimal")
+        object.__setattr__(self, "levels", dict(levels) if levels else None)
 
     @classmethod
     def of(cls, release_request: ReleaseRequest) -> ReleaseParameters:
+        return cls.from_json(release_request.parameters)
+
+    @classmethod
+    def from_json(cls, data: dict) -> ReleaseParameters:
+        """From :meth:`to_json` (``EngineError`` when the stored model is not valid)."""
         return cls(
-            k=release_request.k,
-            suppression_limit=release_request.suppression_limit,
-            l_diversity=release_request.l_diversity,
-            l_variant=release_request.l_variant,
-            c=release_request.c,
-            t_closeness=release_request.t_closeness,
-            t_distance=release_request.t_distance,
-            algorithm=release_request.algorithm,
+            PrivacyModel.from_spec((data or {}).get("model") or {}),
+            (data or {}).get("algorithm") or "optimal",
+            (data or {}).get("levels") or None,
         )
 
-    def privacy_model(self) -> PrivacyModel:
-        return PrivacyModel(
-            k=self.k,
-            l=self.l_diversity,
-            l_variant=self.l_variant,
-            c=self.c,
-            t=self.t_closeness,
-            t_distance=self.t_distance,
-            suppression_limit=self.suppression_limit,
-        )
+    def to_json(self) -> dict:
+        """What ``ReleaseRequest.parameters`` stores."""
+        return {"model": self.model.to_spec(), "algorithm": self.algorithm, "levels": self.levels}
+
+    def with_levels(self, levels: dict[str, int] | None) -> ReleaseParameters:
+        return ReleaseParameters(self.model, self.algorithm, levels)
 
 
 @dataclass(frozen=True)
@@ -233,35 +243,74 @@ def _validate(params: ReleaseParameters, dataset: Dataset, snapshot: dict) -> No
             f"{', '.join(unjustified)}. Drop or withhold them, or write why each must be "
             "released unchanged."
         )
-    if not isinstance(params.k, int) or params.k < 1:
-        raise InvalidInput("k must be a whole number of at least 1.")
-    if params.k > dataset.row_count:
-        raise InvalidInput(f"k={params.k} is larger than the dataset's {dataset.row_count} rows.")
-    if not 0.0 <= params.suppression_limit <= 1.0:
-        raise InvalidInput("The suppression limit must be between 0% and 100% of the rows.")
+    model = params.model
+    try:
+        model.validate()
+    except EngineError as exc:
+        raise InvalidInput(str(exc)) from None
     if params.algorithm not in ReleaseRequest.Algorithm.values:
         raise InvalidInput(f"Unknown algorithm {params.algorithm!r}.")
     if not snapshot["quasi_identifiers"]:
         raise InvalidInput(
             "Tag at least one column as a quasi-identifier before requesting a release."
         )
-    if params.k < 2 and params.l_diversity is None and params.t_closeness is None:
-        raise InvalidInput("Ask for k of at least 2, or for l-diversity or t-closeness.")
-    if (params.l_diversity is not None or params.t_closeness is not None) and not snapshot[
-        "sensitive"
-    ]:
-        raise InvalidInput("l-diversity and t-closeness need at least one sensitive column.")
-    if params.t_closeness is not None and params.t_distance == "hierarchical":
-        missing = [s for s in snapshot["sensitive"] if s not in snapshot["sensitive_hierarchies"]]
-        if missing:
+    if not model.criteria:
+        raise InvalidInput("Choose at least one privacy model.")
+    if _protects_nothing(model):
+        raise InvalidInput(
+            f"{model.describe_criteria()} holds even when every record is alone in its class: "
+            "ask for k of at least 2, or for another privacy model."
+        )
+    if model.k > dataset.row_count:
+        raise InvalidInput(f"k={model.k} is larger than the dataset's {dataset.row_count} rows.")
+    population = model.population
+    if population is not None and population.size(dataset.row_count) < dataset.row_count:
+        raise InvalidInput(
+            f"The population ({population.size(dataset.row_count):,}) is smaller than the "
+            f"dataset ({dataset.row_count:,} rows)."
+        )
+    for criterion in model.criteria:
+        if criterion.needs_sensitive and not snapshot["sensitive"]:
             raise InvalidInput(
-                "t-closeness with hierarchical distance needs a hierarchy for the sensitive "
-                f"column {missing[0]!r}: upload one on the dataset page."
+                f"The privacy model {criterion.label} needs at least one sensitive column: tag "
+                "one on the dataset page."
             )
-    try:
-        params.privacy_model().validate()
-    except EngineError as exc:
-        raise InvalidInput(str(exc)) from None
+        if criterion.requires_hierarchy():
+            missing = [
+                s for s in snapshot["sensitive"] if s not in snapshot["sensitive_hierarchies"]
+            ]
+            if missing:
+                raise InvalidInput(
+                    f"{criterion.describe()} needs a hierarchy for the sensitive column "
+                    f"{missing[0]!r}: upload one on the dataset page."
+                )
+        if params.algorithm == ReleaseRequest.Algorithm.MONDRIAN and not criterion.local_recoding:
+            raise InvalidInput(
+                f"The privacy model {criterion.label} cannot be enforced by Mondrian (local "
+                "recoding): choose the optimal search."
+            )
+    if params.levels:
+        if params.algorithm != ReleaseRequest.Algorithm.OPTIMAL:
+            raise InvalidInput("Fixed levels apply to the optimal search, not to Mondrian.")
+        qis = {q["name"] for q in snapshot["quasi_identifiers"]}
+        unknown = sorted(set(params.levels) - qis)
+        if unknown:
+            raise InvalidInput(f"{unknown[0]!r} is not a quasi-identifier of this release.")
+
+
+def _protects_nothing(model: PrivacyModel) -> bool:
+    """Whether records alone in their class satisfy every model asked for (k=1, a highest
+    risk of 100 %...). Models of sensitive values or of the population always protect."""
+    singles = Classes(np.ones(1, dtype=np.int64))
+    context = DataContext(1)
+    for criterion in model.criteria:
+        if criterion.needs_sensitive or criterion.needs_population:
+            return False
+        if criterion.scope == "class" and criterion.class_fails(singles, context).any():
+            return False
+        if criterion.scope == "dataset" and not criterion.fulfilled(singles.sizes, context):
+            return False
+    return True
 
 
 def request_release(
@@ -287,7 +336,7 @@ def request_release(
             shuffle_seed=package.new_seed(),
             terms=(sharing.terms if sharing.terms is not None else default_terms()).strip(),
             expires_at=sharing.expires_at,
-            **asdict(params),
+            parameters=params.to_json(),
         )
         release_request.recipients.set(sharing.recipients)
         release_request.recipient_groups.set(sharing.recipient_groups)
@@ -296,6 +345,7 @@ def request_release(
             user,
             request=release_request,
             model=release_request.model_description,
+            privacy_model=params.model.to_spec(),
             algorithm=params.algorithm,
             quasi_identifiers=[q["name"] for q in snapshot["quasi_identifiers"]],
             released_as_is=[*snapshot["sensitive"], *snapshot["insensitive"]],
@@ -339,50 +389,7 @@ def resubmit(
         dataset = datasets.get_dataset_for(user, release_request.dataset_id)
         snapshot = tagging_snapshot(dataset, justifications)
         _validate(params, dataset, snapshot)
-        old_files = list(_round_files(release_request))
-        ReleaseRound.objects.create(
-            request=release_request,
-            number=release_request.round,
-            parameters={
-                **asdict(ReleaseParameters.of(release_request)),
-                "config": release_request.config,
-                "shuffle_seed": release_request.shuffle_seed,
-                "package_sha256": release_request.package_sha256,
-                "files": [
-                    {"format": f.format, "sha256": f.sha256, "size_bytes": f.size_bytes}
-                    for f in old_files
-                ],
-            },
-            outcome=release_request.state,
-            summary=release_request.summary,
-            error=release_request.error,
-            extract_sha256=release_request.extract_sha256,
-            submitted_at=release_request.submitted_at,
-            response=response,
-        )
-        EquivalenceClass.objects.filter(request=release_request).delete()
-        # The previous round's files can never be downloaded: their rows go now, the files
-        # once committed.
-        old_paths = [f.path for f in old_files] + [release_request.extract_path]
-        ReleaseFile.objects.filter(pk__in=[f.pk for f in old_files]).delete()
-        for name, value in asdict(params).items():
-            setattr(release_request, name, value)
-        release_request.round += 1
-        release_request.config = snapshot
-        release_request.state = lifecycle.target(release_request.state, "resubmit")
-        release_request.progress = 0.0
-        release_request.stage = "Waiting for a worker"
-        release_request.error = ""
-        release_request.summary = {}
-        release_request.extract_path = ""
-        release_request.extract_sha256 = ""
-        release_request.package_sha256 = ""
-        release_request.shuffle_seed = package.new_seed()
-        release_request.submitted_at = timezone.now()
-        release_request.started_at = None
-        release_request.heartbeat_at = None
-        release_request.finished_at = None
-        release_request.save()
+        _new_round(user, release_request, "resubmit", params, snapshot, response)
         audit.record(
             AuditEvent.Action.RESUBMIT,
             user,
@@ -390,11 +397,111 @@ def resubmit(
             round=release_request.round,
             comment=response,
             model=release_request.model_description,
+            privacy_model=params.model.to_spec(),
             justifications=snapshot["justifications"],
         )
-        transaction.on_commit(lambda: [storage.delete_quietly(p) for p in old_paths])
-        dispatch.enqueue("releases.run_release", release_request.pk)
     return release_request
+
+
+def candidate_levels(summary: dict, levels: dict[str, int]) -> dict | None:
+    """The stored candidate (or optimum) of a result with exactly these levels, or None."""
+    wanted = {str(q): int(v) for q, v in (levels or {}).items()}
+    for candidate in [*(summary.get("candidates") or []), summary.get("optimum") or {}]:
+        if candidate and {q: int(v) for q, v in candidate["levels"].items()} == wanted:
+            return candidate
+    return None
+
+
+def rerun_with_levels(user, request_id: int, levels: dict[str, int]) -> ReleaseRequest:
+    """Start a new round with one of the result's candidates: the same privacy model and
+    tagging, the candidate's generalization levels instead of the optimum's. Choosing the
+    optimum itself goes back to searching."""
+    with transaction.atomic():
+        release_request = _locked(request_id)
+        lifecycle.check_rerun(user, release_request)
+        summary = release_request.summary or {}
+        candidate = candidate_levels(summary, levels)
+        if candidate is None:
+            raise InvalidInput("Choose one of the candidates listed for this result.")
+        if candidate["levels"] == summary.get("levels"):
+            raise InvalidInput("This round already applies these levels.")
+        fixed = None if candidate.get("optimum") else dict(candidate["levels"])
+        params = ReleaseParameters.of(release_request).with_levels(fixed)
+        # The candidate's levels belong to this round's quasi-identifiers and hierarchies.
+        snapshot = release_request.config
+        _validate(params, release_request.dataset, snapshot)
+        shown = ", ".join(f"{q}={v}" for q, v in candidate["levels"].items())
+        what = "the optimum" if fixed is None else "a candidate"
+        response = f"Re-run with {what} of round {release_request.round}: {shown}."
+        _new_round(user, release_request, "rerun", params, snapshot, response)
+        audit.record(
+            AuditEvent.Action.RESUBMIT,
+            user,
+            request=release_request,
+            round=release_request.round,
+            comment=response,
+            model=release_request.model_description,
+            levels=fixed,
+            candidate={k: candidate[k] for k in ("loss", "highest_risk", "suppressed")},
+        )
+    return release_request
+
+
+def _new_round(
+    user,
+    release_request: ReleaseRequest,
+    action: str,
+    params: ReleaseParameters,
+    snapshot: dict,
+    response: str,
+) -> None:
+    """Archive the current round (its parameters, result, files' digests, answer) and queue
+    the next one with ``params``; the old files go once the transaction commits."""
+    old_files = list(_round_files(release_request))
+    ReleaseRound.objects.create(
+        request=release_request,
+        number=release_request.round,
+        parameters={
+            **release_request.parameters,
+            "config": release_request.config,
+            "shuffle_seed": release_request.shuffle_seed,
+            "package_sha256": release_request.package_sha256,
+            "files": [
+                {"format": f.format, "sha256": f.sha256, "size_bytes": f.size_bytes}
+                for f in old_files
+            ],
+        },
+        outcome=release_request.state,
+        summary=release_request.summary,
+        error=release_request.error,
+        extract_sha256=release_request.extract_sha256,
+        submitted_at=release_request.submitted_at,
+        response=response,
+    )
+    EquivalenceClass.objects.filter(request=release_request).delete()
+    # The previous round's files can never be downloaded: their rows go now, the files
+    # once committed.
+    old_paths = [f.path for f in old_files] + [release_request.extract_path]
+    ReleaseFile.objects.filter(pk__in=[f.pk for f in old_files]).delete()
+    release_request.parameters = params.to_json()
+    release_request.round += 1
+    release_request.config = snapshot
+    release_request.state = lifecycle.target(release_request.state, action)
+    release_request.progress = 0.0
+    release_request.stage = "Waiting for a worker"
+    release_request.error = ""
+    release_request.summary = {}
+    release_request.extract_path = ""
+    release_request.extract_sha256 = ""
+    release_request.package_sha256 = ""
+    release_request.shuffle_seed = package.new_seed()
+    release_request.submitted_at = timezone.now()
+    release_request.started_at = None
+    release_request.heartbeat_at = None
+    release_request.finished_at = None
+    release_request.save()
+    transaction.on_commit(lambda: [storage.delete_quietly(p) for p in old_paths])
+    dispatch.enqueue("releases.run_release", release_request.pk)
 
 
 def cancel(user, request_id: int, reason: str = "") -> ReleaseRequest:
@@ -456,11 +563,12 @@ def engine_config(
     }
     return AnonymizationConfig(
         quasi_identifiers=hierarchies,
-        model=params.privacy_model(),
+        model=params.model,
         sensitive=list(snapshot["sensitive"]),
         identifiers=[c for c in snapshot["identifiers"] if c in frame.columns],
         sensitive_hierarchies=sensitive_hierarchies,
         algorithm=params.algorithm,
+        levels=params.levels,
     )
 
 
@@ -643,6 +751,15 @@ def _finite(value):
     return value
 
 
+def _finite_deep(value):
+    """``_finite`` through lists and dicts (the models' achieved values)."""
+    if isinstance(value, dict):
+        return {k: _finite_deep(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite_deep(v) for v in value]
+    return _finite(value)
+
+
 def _distribution(values: pd.Series, limit: int = 12) -> list[list]:
     counts = values.value_counts()
     top = [[str(v), int(c)] for v, c in counts.head(limit).items()]
@@ -683,6 +800,7 @@ def _summary(built: BuiltRelease, release_request: ReleaseRequest, frame: pd.Dat
     snapshot = release_request.config
     report = result.report()
     report["achieved"]["l"] = {k: _finite(v) for k, v in report["achieved"]["l"].items()}
+    report["models"] = _finite_deep(report["models"])
     report["quasi_identifiers"] = list(config.quasi_identifiers)
     report["sensitive"] = list(config.sensitive)
     released = released_columns(snapshot, frame)
@@ -753,7 +871,9 @@ def _classes(
     qis: list[str],
     sensitive: list[str],
 ) -> list[EquivalenceClass]:
-    """EquivalenceClass rows with, per sensitive attribute, its value counts and checks."""
+    """EquivalenceClass rows: per sensitive attribute its value counts and the per-class
+    measures of the models (``class_column_labels``); the models each class fails or only
+    just passes, as the criteria judged them."""
     table = result.classes
     counts: dict[str, dict[tuple, dict[str, int]]] = {}
     for name in sensitive:
@@ -763,36 +883,21 @@ def _classes(
             *class_key, value = key
             per_class.setdefault(tuple(class_key), {})[str(value)] = int(count)
         counts[name] = per_class
+    # "S:delta" -> (S, "delta"): stored under the sensitive attribute, as the page shows it.
+    measures = [
+        (column, *column.rsplit(":", 1))
+        for column, _ in params.model.class_column_labels(sensitive)
+        if column in table.columns
+    ]
     rows = []
     for record in table.to_dict("records"):
         key = tuple(record[q] for q in qis)
         size = int(record["size"])
         fails = [m for m in str(record.get("fails") or "").split(",") if m]
-        borderline = []
-        if size == params.k:
-            borderline.append("k")
-        per_sensitive = {}
-        for name in sensitive:
-            distinct_l = _finite(float(record[f"{name}:distinct_l"]))
-            entropy_l = _finite(float(record[f"{name}:entropy_l"]))
-            t_value = float(record[f"{name}:t"])
-            per_sensitive[name] = {
-                "values": counts[name].get(key, {}),
-                "distinct_l": distinct_l,
-                "entropy_l": entropy_l,
-                "t": t_value,
-            }
-            if params.l_diversity is not None:
-                achieved = entropy_l if params.l_variant == "entropy" else distinct_l
-                if achieved is not None and math.isclose(
-                    achieved, params.l_diversity, abs_tol=1e-9
-                ):
-                    borderline.append(f"l ({name})")
-            if (
-                params.t_closeness is not None
-                and t_value >= T_BORDERLINE_SHARE * params.t_closeness
-            ):
-                borderline.append(f"t ({name})")
+        borderline = [m for m in str(record.get("borderline") or "").split(",") if m]
+        per_sensitive = {name: {"values": counts[name].get(key, {})} for name in sensitive}
+        for column, name, measure in measures:
+            per_sensitive[name][measure] = _finite(float(record[column]))
         rows.append(
             EquivalenceClass(
                 request=release_request,

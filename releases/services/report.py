@@ -14,12 +14,14 @@ from __future__ import annotations
 
 from django.utils import timezone
 
+from ..engine import EngineError
+from ..engine.criteria import DataContext, criterion_from_spec
 from ..models import UNCHANGED_ROLES, ReleaseRequest, Reproduction, Role
 from . import lifecycle, package
 
 RECIPIENT = "recipient"
 REVIEWER = "reviewer"
-REPORT_VERSION = 1
+REPORT_VERSION = 2
 RECOMMENDED_K = 5
 
 DONE, OPEN, NOT_APPLICABLE = "done", "open", "n/a"
@@ -104,54 +106,49 @@ def compliance(release_request: ReleaseRequest, files: list, approvals: list) ->
             )
         )
 
-    achieved = summary.get("achieved", {})
-    k_achieved = achieved.get("k") or 0
+    lines = model_lines(summary)
+    model = release_request.privacy_model
+    k_achieved = (summary.get("achieved") or {}).get("k") or 0
+    failed = [c for entry in lines for c in entry["checks"] if not c["passed"]]
+    title = f"Smallest equivalence class of at least {RECOMMENDED_K} (k-anonymity or a risk bound)"
     if not summary:
         status, reason = OPEN, "No result yet."
-    elif k_achieved < release_request.k:
-        status, reason = (
-            OPEN,
-            f"Smallest class {k_achieved}, below the k={release_request.k} asked.",
-        )
-    elif release_request.k < RECOMMENDED_K:
+    elif failed:
+        status, reason = OPEN, f"Not met: {failed[0]['name']} ({failed[0]['detail']})."
+    elif k_achieved < RECOMMENDED_K:
         status = OPEN
-        reason = f"k={release_request.k} is below the recommended {RECOMMENDED_K}."
+        reason = (
+            f"Smallest class {k_achieved} under {model.describe_criteria()}: below the "
+            f"recommended {RECOMMENDED_K}."
+        )
     else:
         status = DONE
-        reason = f"k={release_request.k} asked, smallest equivalence class {k_achieved}."
-    items.append(_item("k_anonymity", "k-anonymity applied (k ≥ 5 recommended)", status, reason))
+        reason = f"{model.describe_criteria()} asked, smallest equivalence class {k_achieved}."
+    items.append(_item("k_anonymity", title, status, reason))
 
     sensitive = snapshot.get("sensitive", [])
-    title = "l-diversity or t-closeness verified for sensitive attributes"
+    title = "Attribute disclosure controlled for sensitive attributes"
+    protecting = [entry for entry in lines if entry["needs_sensitive"]]
     if not sensitive:
         items.append(_item("sensitive", title, NOT_APPLICABLE, "No column is tagged sensitive."))
-    elif release_request.l_diversity is None and release_request.t_closeness is None:
+    elif not protecting:
         items.append(
             _item(
                 "sensitive",
                 title,
                 OPEN,
-                f"Sensitive columns {_names(sensitive)} are released without l-diversity or "
-                "t-closeness.",
+                f"Sensitive columns {_names(sensitive)} are released without l-diversity, "
+                "t-closeness, δ-disclosure privacy or β-likeness.",
             )
         )
     else:
-        parts = []
-        if release_request.l_diversity is not None:
-            lows = achieved.get("l") or {}
-            ok = all(v is None or v + 1e-9 >= release_request.l_diversity for v in lows.values())
-            parts.append((ok, f"{release_request.l_variant} l={release_request.l_diversity:g}"))
-        if release_request.t_closeness is not None:
-            highs = achieved.get("t") or {}
-            ok = all(v <= release_request.t_closeness + 1e-9 for v in highs.values())
-            parts.append((ok, f"t={release_request.t_closeness:g}"))
-        met = all(ok for ok, _ in parts) and bool(summary)
+        met = bool(summary) and all(c["passed"] for e in protecting for c in e["checks"])
         items.append(
             _item(
                 "sensitive",
                 title,
                 DONE if met else OPEN,
-                f"{' and '.join(p for _, p in parts)} on {_names(sensitive)}: "
+                f"{' and '.join(e['description'] for e in protecting)} on {_names(sensitive)}: "
                 + ("met by every class." if met else "not met."),
             )
         )
@@ -166,7 +163,9 @@ def compliance(release_request: ReleaseRequest, files: list, approvals: list) ->
                 "Re-identification risk assessed and documented",
                 DONE,
                 f"Prosecutor risk on the extract: highest {risk['highest']:.1%}, records at risk "
-                f"{risk['records_at_risk']:.1%}, computed on {_names(covers.get('quasi_identifiers', qis))}"
+                f"{risk['records_at_risk']:.1%}"
+                + _other_attackers(risk)
+                + f", computed on {_names(covers.get('quasi_identifiers', qis))}"
                 + (
                     f"; it does not cover the columns released unchanged ({_names(not_covered)})."
                     if not_covered
@@ -217,6 +216,65 @@ def compliance(release_request: ReleaseRequest, files: list, approvals: list) ->
             reason += f" {reproduction.error}"
     items.append(_item("reproducible", "Process documented and reproducible", status, reason))
     return items
+
+
+def _other_attackers(risk: dict) -> str:
+    """Journalist and marketer risk, and Dankar's population uniques, in words."""
+    text = ""
+    journalist, marketer = risk.get("journalist"), risk.get("marketer")
+    if journalist and marketer:
+        text += (
+            f"; journalist highest {journalist['highest']:.1%}, marketer {marketer['average']:.1%}"
+        )
+        text += (
+            f" (against a {risk['population_model']})"
+            if risk.get("population_model")
+            else " (the release taken as the population)"
+        )
+    population = risk.get("population") or {}
+    if population.get("dankar") is not None:
+        text += f"; estimated population uniques {population['dankar']:.3%}"
+    return text
+
+
+def model_lines(summary: dict) -> list[dict]:
+    """Each privacy model of the result: its name, what was asked (the engine's description)
+    and its check lines on the released classes (what was achieved)."""
+    out = []
+    for entry in summary.get("models") or []:
+        try:
+            criterion = criterion_from_spec(entry.get("spec") or {"model": entry.get("model")})
+        except EngineError:
+            continue
+        out.append(
+            {
+                "model": criterion.name,
+                "label": criterion.label,
+                "description": entry.get("description") or criterion.describe(),
+                "needs_sensitive": criterion.needs_sensitive,
+                "checks": [
+                    {"name": c.name, "passed": c.passed, "detail": c.detail}
+                    for c in criterion.check(entry.get("achieved") or {})
+                ],
+            }
+        )
+    return out
+
+
+def _candidate(summary: dict) -> dict | None:
+    """When the round applies levels chosen among the candidates: those and the optimum's."""
+    optimum = summary.get("optimum")
+    if not summary.get("levels_fixed") or not optimum:
+        return None
+    return {
+        "chosen": {
+            "levels": summary.get("levels"),
+            "loss": (summary.get("metrics") or {}).get("loss"),
+            "highest_risk": (summary.get("risk_after") or {}).get("highest"),
+            "suppressed": summary.get("suppressed"),
+        },
+        "optimum": {k: optimum.get(k) for k in ("levels", "loss", "highest_risk", "suppressed")},
+    }
 
 
 def _columns(release_request: ReleaseRequest, audience: str) -> list[dict]:
@@ -319,21 +377,15 @@ def build(release_request: ReleaseRequest, audience: str) -> dict:
         "columns": _columns(release_request, audience),
         "privacy": {
             "model": release_request.model_description,
+            "spec": (release_request.parameters or {}).get("model"),
             "algorithm": release_request.algorithm,
             "algorithm_label": release_request.get_algorithm_display(),
-            "requested": {
-                "k": release_request.k,
-                "l": release_request.l_diversity,
-                "l_variant": release_request.l_variant if release_request.l_diversity else None,
-                "c": release_request.c,
-                "t": release_request.t_closeness,
-                "t_distance": release_request.t_distance
-                if release_request.t_closeness is not None
-                else None,
-                "suppression_limit": release_request.suppression_limit,
-            },
+            "models": model_lines(summary),
+            "smallest_class_allowed": release_request.privacy_model.min_class_size(DataContext(0)),
             "achieved": summary.get("achieved", {}),
             "heuristic": summary.get("heuristic", False),
+            "levels_fixed": bool(summary.get("levels_fixed")),
+            "candidate": _candidate(summary),
         },
         "suppression": {
             "rows_in": summary.get("rows_in"),
@@ -347,7 +399,7 @@ def build(release_request: ReleaseRequest, audience: str) -> dict:
             "class_size_histogram": summary.get("class_size_histogram", []),
         },
         "risk": {
-            "model": "prosecutor",
+            "attackers": ["prosecutor", "journalist", "marketer"],
             "after": summary.get("risk_after"),
             "covers": summary.get("risk_covers")
             or {"quasi_identifiers": summary.get("quasi_identifiers", []), "not_covered": []},
@@ -395,7 +447,7 @@ def build(release_request: ReleaseRequest, audience: str) -> dict:
         report["reproduction"] = {
             "engine": package.engine_version(),
             "shuffle_seed": release_request.shuffle_seed,
-            "parameters": report["privacy"]["requested"] | {"algorithm": release_request.algorithm},
+            "parameters": release_request.parameters,
             "configuration": release_request.config,
             "last_run": {
                 "state": last.state,

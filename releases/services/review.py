@@ -11,7 +11,6 @@ approvals from different officers approve it. Who may vote, and when, is the lif
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 
 from django.conf import settings
 from django.core.mail import send_mail
@@ -20,6 +19,8 @@ from django.http import Http404
 from django.urls import reverse
 from django.utils import timezone
 
+from ..engine import Check
+from ..engine import checks as criteria_checks
 from ..models import AuditEvent, ReleaseRequest, Review, Role
 from . import InvalidInput, audit, dispatch, lifecycle, package, sharing, storage
 
@@ -39,55 +40,25 @@ def required_approvals() -> int:
 # --- Checks a result must pass before it can be approved ----------------------------------------
 
 
-@dataclass(frozen=True)
-class Check:
-    name: str
-    passed: bool
-    detail: str
-
-
 def checks(release_request: ReleaseRequest) -> list[Check]:
-    """What the stored result must satisfy: the requested models and the suppression limit."""
+    """What the stored result must satisfy to be approved: each privacy model's check lines
+    and the suppression limit (the engine's, from the stored figures), then the app's own:
+    the model run is the one requested, the columns released unchanged, every equivalence
+    class, the package's files."""
     summary = release_request.summary or {}
     if not summary:
         return [Check("result", False, "There is no result to check.")]
-    achieved = summary.get("achieved", {})
-    out = [
-        Check(
-            "k-anonymity",
-            (achieved.get("k") or 0) >= release_request.k,
-            f"smallest class {achieved.get('k')}, k requested {release_request.k}",
-        )
-    ]
-    allowed = int(release_request.suppression_limit * summary.get("rows_in", 0) + 1e-9)
-    out.append(
-        Check(
-            "suppression limit",
-            summary.get("suppressed", 0) <= allowed,
-            f"{summary.get('suppressed', 0)} rows suppressed, at most {allowed} allowed",
-        )
-    )
-    if release_request.l_diversity is not None:
-        for name, value in (achieved.get("l") or {}).items():
-            # None stands for an unbounded entropy l (every class holds one value only once).
-            passed = value is None or value + 1e-9 >= release_request.l_diversity
-            out.append(
-                Check(
-                    f"{release_request.l_variant} l-diversity of {name}",
-                    passed,
-                    f"lowest l {value if value is not None else '∞'}, "
-                    f"l requested {release_request.l_diversity:g}",
-                )
+    out = [_as_requested(release_request, summary)]
+    if "models" in summary:
+        out.extend(criteria_checks(summary))
+    else:
+        out.append(
+            Check(
+                "privacy models",
+                False,
+                "this result was stored without its models' figures; resubmit it",
             )
-    if release_request.t_closeness is not None:
-        for name, value in (achieved.get("t") or {}).items():
-            out.append(
-                Check(
-                    f"t-closeness of {name}",
-                    value <= release_request.t_closeness + 1e-9,
-                    f"largest distance {value:.4f}, t requested {release_request.t_closeness:g}",
-                )
-            )
+        )
     out.append(unchanged_check(summary))
     failing_classes = release_request.classes.exclude(fails=[]).count()
     out.append(
@@ -97,7 +68,35 @@ def checks(release_request: ReleaseRequest) -> list[Check]:
             f"{failing_classes} classes fail a model" if failing_classes else "all pass",
         )
     )
+    out.append(files_check(release_request))
     return out
+
+
+def _as_requested(release_request: ReleaseRequest, summary: dict) -> Check:
+    """The figures are those of the model the round asked for (not of another one)."""
+    requested = (release_request.parameters or {}).get("model") or {}
+    ran = summary.get("privacy_model") or {}
+    if "models" in summary and ran != requested:
+        return Check(
+            "privacy model as requested",
+            False,
+            f"the result was computed for {summary.get('description') or 'another model'}, "
+            f"not for {release_request.model_description}",
+        )
+    return Check("privacy model as requested", True, release_request.model_description)
+
+
+def files_check(release_request: ReleaseRequest) -> Check:
+    """The round's files are recorded and the package digest is theirs (approving re-reads
+    every file's bytes as well: :func:`verify_package`)."""
+    files = list(release_request.files.filter(round=release_request.round))
+    if not files:
+        return Check("package files", False, "no file is stored for this round")
+    digest = package.package_digest({f.format: f.sha256 for f in files})
+    if digest != release_request.package_sha256:
+        return Check("package files", False, "the files do not match the package digest")
+    names = ", ".join(f.get_format_display() for f in files)
+    return Check("package files", True, f"{names}; package digest matches")
 
 
 def unchanged_check(summary: dict) -> Check:

@@ -68,8 +68,11 @@ def bar_chart(pairs, width: int = 340, css: str = "") -> SafeString:
 
 
 @register.simple_tag
-def size_histogram(bins, k: int, width: int = 620, height: int = 180) -> SafeString:
-    """Equivalence class sizes ``[[low, high, classes], ...]`` with a line at k."""
+def size_histogram(
+    bins, k: int, width: int = 620, height: int = 180, label: str = "k"
+) -> SafeString:
+    """Equivalence class sizes ``[[low, high, classes], ...]`` with a line at k (``label``
+    names it: the smallest class the privacy models allow)."""
     bins = [b for b in (bins or []) if b[2] > 0] or list(bins or [])
     if not bins:
         return mark_safe('<p class="muted">No classes.</p>')
@@ -104,7 +107,7 @@ def size_histogram(bins, k: int, width: int = 620, height: int = 180) -> SafeStr
         '<svg class="chart histogram" width="{w}" height="{h}" viewBox="0 0 {w} {h}" role="img">'
         "<title>Equivalence class sizes</title>{bars}"
         '<line x1="{kx}" x2="{kx}" y1="{t}" y2="{b}" class="threshold"></line>'
-        '<text x="{kx}" y="{t}" dx="4" dy="10" class="threshold-label">k = {k}</text>'
+        '<text x="{kx}" y="{t}" dx="4" dy="10" class="threshold-label">{label} = {k}</text>'
         '<line x1="{l}" x2="{r}" y1="{b}" y2="{b}" class="axis"></line>'
         '<text x="{l}" y="{h}" dy="-6" class="axis-label">{xmin}</text>'
         '<text x="{r}" y="{h}" dy="-6" text-anchor="end" class="axis-label">{xmax} rows</text>'
@@ -115,6 +118,7 @@ def size_histogram(bins, k: int, width: int = 620, height: int = 180) -> SafeStr
         bars=bars,
         kx=_n(x(k)),
         k=k,
+        label=label,
         t=top_pad,
         b=top_pad + plot_h,
         l=left,

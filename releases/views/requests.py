@@ -14,6 +14,7 @@ from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
 from .. import selectors
+from ..engine import EngineError, parse_levels
 from ..forms import ReleaseRequestForm, ResubmitForm, ReviewForm, RevokeForm
 from ..models import ReleaseFile, ReleaseRequest
 from ..services import (
@@ -75,6 +76,7 @@ def _classes_context(request: HttpRequest, release_request: ReleaseRequest) -> d
         "class_value": value,
         "qi_names": [q["name"] for q in release_request.config.get("quasi_identifiers", [])],
         "sensitive_names": release_request.config.get("sensitive", []),
+        "class_measures": selectors.class_measures(release_request),
     }
 
 
@@ -154,7 +156,11 @@ def class_detail(request: HttpRequest, request_id: int, class_id: int) -> HttpRe
     return render(
         request,
         "releases/partials/class_detail.html",
-        {"req": release_request, "c": equivalence_class},
+        {
+            "req": release_request,
+            "c": equivalence_class,
+            "class_measures": selectors.class_measures(release_request),
+        },
     )
 
 
@@ -202,6 +208,25 @@ def request_resubmit(request: HttpRequest, request_id: int) -> HttpResponse:
             messages.success(request, f"Round {release_request.round} submitted.")
             return redirect(release_request)
     return _page(request, release_request, status=400, resubmit_form=form)
+
+
+@require_POST
+def request_rerun(request: HttpRequest, request_id: int) -> HttpResponse:
+    """Re-run with one of the result's candidates (its levels, as ``age=2,sex=0``)."""
+
+    def rerun(release_request):
+        try:
+            levels = parse_levels(request.POST.get("levels", ""))
+        except EngineError as exc:
+            raise InvalidInput(str(exc)) from None
+        release.rerun_with_levels(request.user, release_request.pk, levels)
+
+    return _act(
+        request,
+        request_id,
+        rerun,
+        "A new round runs with the chosen levels; the optimum stays listed to compare.",
+    )
 
 
 def _act(request: HttpRequest, request_id: int, action, done: str) -> HttpResponse:

@@ -8,10 +8,27 @@ from releases.services.release import ReleaseParameters
 
 
 def request_release(user, dataset, k: int = 5, suppression_limit: float = 0.05, **model):
-    """Request a release with ``k``, a suppression limit and any other model parameters."""
+    """Request a release with ``k``, a suppression limit and any other keyword of
+    ``PrivacyModel`` (``l``, ``t``, ``criteria``, ``population``...) or of
+    ``ReleaseParameters`` (``algorithm``, ``levels``)."""
     return release.request_release(
         user, dataset, ReleaseParameters(k=k, suppression_limit=suppression_limit, **model)
     )
+
+
+def form_data(params: ReleaseParameters | None = None, **extra) -> dict:
+    """What the request form posts for ``params`` (k=5 with 5 % suppression by default): the
+    ticked models' checkboxes and parameters, the suppression limit in percent."""
+    from releases.forms import ModelForm
+
+    params = params or ReleaseParameters(k=5, suppression_limit=0.05)
+    data = {}
+    for name, value in ModelForm.initial_for(params).items():
+        if value is True:
+            data[name] = "on"
+        elif value is not False and value is not None:
+            data[name] = str(value)
+    return {**data, **extra}
 
 
 def run(release_request: ReleaseRequest) -> ReleaseRequest:
