@@ -60,7 +60,7 @@ def test_upload_tag_request_review_approve_download(browser, stack, tmp_path):
     # The request: k=5, 5% suppression, for the recipient; the page follows the run live.
     wait_for_htmx(page)
     page.get_by_role("checkbox", name="recipient", exact=True).check()
-    page.fill("input[name=k]", "5")
+    page.fill("input[name='k-anonymity__k']", "5")
     page.fill("input[name=suppression_percent]", "5")
     page.click("button:has-text('Request release')")
     expect(page.locator("h1")).to_contain_text("Release request #")

@@ -262,14 +262,16 @@ class ColumnChange:
     builder_error: str = ""
 
 
-def save_tagging(user, dataset: Dataset, changes: list[ColumnChange]) -> None:
-    """Apply the whole tagging form in one transaction: every change, or none.
+def save_tagging(user, dataset: Dataset, changes: list[ColumnChange]) -> list[str]:
+    """Apply the whole tagging form in one transaction: every change, or none. Returns the
+    warnings of uploaded hierarchies (a row listed twice).
 
     Raises ``InvalidInput`` naming each column that could not be changed; nothing is saved
     then (not even the columns that were fine)."""
     dataset = get_dataset_for(user, dataset.pk)
     ensure_ready(dataset)
     errors: list[str] = []
+    warnings: list[str] = []
     with transaction.atomic():
         for change in changes:
             column = _column(dataset, change.column_id)
@@ -277,7 +279,8 @@ def save_tagging(user, dataset: Dataset, changes: list[ColumnChange]) -> None:
                 if change.role is not None:
                     column = set_column_role(user, dataset, column.pk, change.role)
                 if change.hierarchy_file is not None:
-                    set_hierarchy_file(user, dataset, column.pk, change.hierarchy_file)
+                    uploaded = set_hierarchy_file(user, dataset, column.pk, change.hierarchy_file)
+                    warnings.extend(uploaded.hierarchy_warnings)
                 elif change.automatic:
                     use_automatic_hierarchy(user, dataset, column.pk)
                 elif change.builder_error:
@@ -300,6 +303,7 @@ def save_tagging(user, dataset: Dataset, changes: list[ColumnChange]) -> None:
             transaction.set_rollback(True)
     if errors:
         raise InvalidInput("Nothing was saved. " + " ".join(errors))
+    return warnings
 
 
 def accept_suggestions(user, dataset: Dataset) -> int:
@@ -420,6 +424,8 @@ def set_hierarchy_file(
     except HierarchyError as exc:
         raise InvalidInput(f"Hierarchy for {column.name}: {exc}") from None
     filename = PurePath(uploaded.name or "hierarchy.csv").name
+    # A row listed twice identically is accepted (ARX's own files have some), with a word.
+    warnings = {"warnings": list(hierarchy.warnings)} if hierarchy.warnings else {}
     with transaction.atomic():
         column.hierarchy_source = DatasetColumn.HierarchySource.UPLOADED
         column.hierarchy_filename = filename
@@ -427,7 +433,10 @@ def set_hierarchy_file(
         column.hierarchy_height = hierarchy.height
         column.hierarchy_params = {}
         column.save()
-        _tagging_event(user, dataset, column, hierarchy=filename, levels=hierarchy.height)
+        _tagging_event(
+            user, dataset, column, hierarchy=filename, levels=hierarchy.height, **warnings
+        )
+    column.hierarchy_warnings = list(hierarchy.warnings)
     return column
 
 

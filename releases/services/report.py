@@ -110,7 +110,7 @@ def compliance(release_request: ReleaseRequest, files: list, approvals: list) ->
     model = release_request.privacy_model
     k_achieved = (summary.get("achieved") or {}).get("k") or 0
     failed = [c for entry in lines for c in entry["checks"] if not c["passed"]]
-    title = f"Smallest equivalence class of at least {RECOMMENDED_K} (k-anonymity or a risk bound)"
+    title = f"k-anonymity applied (k ≥ {RECOMMENDED_K} recommended)"
     if not summary:
         status, reason = OPEN, "No result yet."
     elif failed:

@@ -211,16 +211,20 @@ def accept_suggestions(request: HttpRequest, dataset_id: int) -> HttpResponse:
     return redirect(reverse("releases:dataset_detail", args=[dataset.pk]) + "#tagging")
 
 
-def _apply_column(request: HttpRequest, dataset, column) -> None:
-    """Apply one column's fields from an htmx post (one change at a time)."""
+def _apply_column(request: HttpRequest, dataset, column) -> list[str]:
+    """Apply one column's fields from an htmx post (one change at a time); the warnings of
+    an uploaded hierarchy."""
     role = request.POST.get(f"role-{column.pk}")
     if role is not None:
         datasets.set_column_role(request.user, dataset, column.pk, role)
     uploaded = request.FILES.get(f"hierarchy-{column.pk}")
     if uploaded is not None:
-        datasets.set_hierarchy_file(request.user, dataset, column.pk, uploaded)
-    elif request.POST.get(f"automatic-{column.pk}"):
+        return datasets.set_hierarchy_file(
+            request.user, dataset, column.pk, uploaded
+        ).hierarchy_warnings
+    if request.POST.get(f"automatic-{column.pk}"):
         datasets.use_automatic_hierarchy(request.user, dataset, column.pk)
+    return []
 
 
 def _builder_params(request: HttpRequest, column) -> tuple[str, dict]:
@@ -266,18 +270,24 @@ def tagging(request: HttpRequest, dataset_id: int) -> HttpResponse:
             )
         )
     try:
-        datasets.save_tagging(request.user, dataset, changes)
+        warnings = datasets.save_tagging(request.user, dataset, changes)
     except InvalidInput as exc:
         messages.error(request, str(exc))
     else:
         messages.success(request, "Tagging saved.")
+        for warning in warnings:
+            messages.warning(request, warning)
     return redirect("releases:dataset_detail", dataset_id=dataset.pk)
 
 
-def _column_response(request, dataset, column, error: str = "") -> HttpResponse:
+def _column_response(
+    request, dataset, column, error: str = "", warnings: list[str] | None = None
+) -> HttpResponse:
     if not _is_htmx(request):
         if error:
             messages.error(request, error)
+        for warning in warnings or []:
+            messages.warning(request, warning)
         return redirect(
             reverse("releases:dataset_detail", args=[dataset.pk]) + f"#column-{column.pk}"
         )
@@ -285,7 +295,7 @@ def _column_response(request, dataset, column, error: str = "") -> HttpResponse:
     response = render(
         request,
         "releases/partials/dataset_column_row.html",
-        _column_context(dataset, column, error=error),
+        _column_context(dataset, column, error=error, hierarchy_warnings=warnings or []),
     )
     response["HX-Trigger"] = "roles-changed"
     return response
@@ -302,12 +312,12 @@ def column_update(request: HttpRequest, dataset_id: int, column_id: int) -> Http
     dataset, column = _owned_column(request, dataset_id, column_id)
     if column is None:
         return HttpResponse(status=404)
-    error = ""
+    error, warnings = "", []
     try:
-        _apply_column(request, dataset, column)
+        warnings = _apply_column(request, dataset, column)
     except InvalidInput as exc:
         error = str(exc)
-    return _column_response(request, dataset, column, error)
+    return _column_response(request, dataset, column, error, warnings)
 
 
 @require_POST
