@@ -138,6 +138,13 @@ class ModelForm(forms.Form):
                 self.add_error(main.key(name), str(exc))
                 continue
             chosen.update({spec.key(name): values[spec.name] for spec in kind.params})
+        for spec in POPULATION_PARAMS:
+            try:
+                problem = spec.problem(spec.coerce(data.get(spec.name)), "The population")
+            except EngineError as exc:
+                problem = str(exc)
+            if problem:
+                self.add_error(spec.name, problem)
         if self.errors:
             return data
         if not chosen:

@@ -24,6 +24,7 @@ from pycanon import anonymity
 from releases.engine import Hierarchy
 from releases.models import AuditEvent, DatasetColumn, ReleaseRequest, Role
 from releases.services import InvalidInput, release, review, storage
+from releases.services import report as report_service
 from tests.conftest import csv_upload
 from tests.support import factories
 from tests.support.workflow import run, tag
@@ -209,7 +210,9 @@ def expected_inverse(f: int, fraction: float, terms: int = 3000) -> float:
     total = 0.0
     for h in range(f, f + terms):
         log_term = (
-            math.lgamma(h) - math.lgamma(f) - math.lgamma(h - f + 1)
+            math.lgamma(h)
+            - math.lgamma(f)
+            - math.lgamma(h - f + 1)
             + f * math.log(fraction)
             + (h - f) * math.log1p(-fraction)
         )
@@ -295,6 +298,10 @@ def test_mondrian_and_population_uniqueness_are_refused_on_the_form(client, stew
             "Give either the population size or the sampling fraction.",
         ),
         (form({"k-anonymity": {"k": "1"}}), "holds even when every record is alone"),
+        (
+            form({"k-anonymity": {"k": "2"}}, population_size="9000.5"),
+            "population size must be a whole number of at least 1, not 9000.5.",
+        ),
     ],
 )
 def test_the_form_shows_the_engines_sentence_and_saves_nothing(
@@ -383,9 +390,7 @@ class FormFields(HTMLParser):
             self.textarea = None
 
 
-def test_the_resubmit_form_is_refilled_with_every_model_and_posts_it_back(
-    client, steward, people
-):
+def test_the_resubmit_form_is_refilled_with_every_model_and_posts_it_back(client, steward, people):
     every_model = form(
         {
             "k-anonymity": {"k": "3"},
@@ -496,18 +501,16 @@ def test_a_failed_models_check_refuses_approval(client, steward, officer, people
     assert done.state == State.APPROVED
 
 
-def test_the_classes_table_shows_each_models_measures_and_flags(
-    client, steward, people, original
-):
+def test_the_classes_table_shows_each_models_measures_and_flags(client, steward, people, original):
     done = post_request(client, steward, people, COMBINED)
     extract = extract_of(done)
     # Per class, δ and the largest relative gain counted on the extract (shares of the input).
     p = original["diagnosis"].value_counts(normalize=True)
     shares = extract.groupby(QIS)["diagnosis"].value_counts(normalize=True).reset_index()
     shares["delta"] = np.abs(np.log2(shares["proportion"] / shares["diagnosis"].map(p)))
-    shares["gain"] = (shares["proportion"] - shares["diagnosis"].map(p)) / shares[
-        "diagnosis"
-    ].map(p)
+    shares["gain"] = (shares["proportion"] - shares["diagnosis"].map(p)) / shares["diagnosis"].map(
+        p
+    )
     per_class = shares.groupby(QIS).agg(delta=("delta", "max"), gain=("gain", "max"))
     per_class["size"] = extract.groupby(QIS).size()
     stored = {tuple(c.values[q] for q in QIS): c for c in done.classes.all()}
@@ -588,6 +591,11 @@ def test_the_steward_reruns_with_a_candidate_and_the_officer_sees_it_beside_the_
     assert report["privacy"]["candidate"]["chosen"]["levels"] == candidate["levels"]
     assert report["privacy"]["candidate"]["optimum"]["levels"] == optimum["levels"]
     assert report["reproduction"]["parameters"]["levels"] == candidate["levels"]
+    # A recipient's report says levels were fixed, not the losses measured on the original.
+    for_recipients = report_service.build(done, report_service.RECIPIENT)
+    assert (
+        for_recipients["privacy"]["levels_fixed"] and "candidate" not in for_recipients["privacy"]
+    )
     # The round before is kept, with its optimum; going back to the optimum searches again.
     assert done.rounds.get().parameters["levels"] is None
     release.rerun_with_levels(steward, done.pk, optimum["levels"])
@@ -605,7 +613,9 @@ def test_a_hierarchy_with_a_repeated_identical_row_is_accepted_with_a_warning(
 
     fars = ADULT.parent / "fars" / "fars_hierarchy_iage.csv"
     rng = random.Random(2)
-    content = "iage,sex\n" + "".join(f"{rng.randint(0, 99)},{rng.choice('FM')}\n" for _ in range(80))
+    content = "iage,sex\n" + "".join(
+        f"{rng.randint(0, 99)},{rng.choice('FM')}\n" for _ in range(80)
+    )
     dataset = factories.make_dataset(steward, content, "fars.csv")
     iage = dataset.columns.get(name="iage")
     client.force_login(steward)

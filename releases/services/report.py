@@ -385,7 +385,6 @@ def build(release_request: ReleaseRequest, audience: str) -> dict:
             "achieved": summary.get("achieved", {}),
             "heuristic": summary.get("heuristic", False),
             "levels_fixed": bool(summary.get("levels_fixed")),
-            "candidate": _candidate(summary),
         },
         "suppression": {
             "rows_in": summary.get("rows_in"),
@@ -414,6 +413,8 @@ def build(release_request: ReleaseRequest, audience: str) -> dict:
         "compliance": compliance(release_request, files, approvals),
     }
     if audience == REVIEWER:
+        # Information loss is measured against the original: for officers and the requester.
+        report["privacy"]["candidate"] = _candidate(summary)
         report["utility"]["metrics"] = summary.get("metrics", {})
         report["risk"]["before"] = summary.get("risk_before")
         report["unchanged"] = summary.get("unchanged")
