@@ -121,6 +121,9 @@ def test_delta_disclosure_release_checked_with_pycanon(client, steward, people, 
     line = check_named(done, "δ-disclosure privacy of diagnosis")
     assert line.passed and "δ requested 0.8" in line.detail
     assert done.model_description == "k=2, 0.8-disclosure privacy, at most 0% of rows suppressed"
+    # The dataset's list of requests names the models.
+    page = client.get(reverse("releases:dataset_detail", args=[people.pk])).content.decode()
+    assert "<td>k=2 and 0.8-disclosure privacy</td>" in page
 
 
 def test_basic_beta_likeness_release_checked_with_pycanon(client, steward, people):
