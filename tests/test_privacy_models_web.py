@@ -594,6 +594,7 @@ def test_the_steward_reruns_with_a_candidate_and_the_officer_sees_it_beside_the_
     assert report["privacy"]["candidate"]["chosen"]["levels"] == candidate["levels"]
     assert report["privacy"]["candidate"]["optimum"]["levels"] == optimum["levels"]
     assert report["reproduction"]["parameters"]["levels"] == candidate["levels"]
+    assert report["privacy"]["candidates"] == summary["candidates"]
     # A recipient's report says levels were fixed, not the losses measured on the original.
     for_recipients = report_service.build(done, report_service.RECIPIENT)
     assert (

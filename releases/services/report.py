@@ -415,6 +415,7 @@ def build(release_request: ReleaseRequest, audience: str) -> dict:
     if audience == REVIEWER:
         # Information loss is measured against the original: for officers and the requester.
         report["privacy"]["candidate"] = _candidate(summary)
+        report["privacy"]["candidates"] = summary.get("candidates") or []
         report["utility"]["metrics"] = summary.get("metrics", {})
         report["risk"]["before"] = summary.get("risk_before")
         report["unchanged"] = summary.get("unchanged")
