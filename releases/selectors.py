@@ -294,7 +294,14 @@ def request_page(user, release_request: ReleaseRequest) -> dict:
 
     summary = release_request.summary or {}
     buttons = lifecycle.buttons(user, release_request)
+    from .statistics_selectors import budget_context, statistics_page
+
+    if release_request.is_statistics:
+        statistics = statistics_page(user, release_request)
+    else:  # the dataset's ledger: its DP releases beside this extract
+        statistics = budget_context(user, release_request.dataset)
     return {
+        **statistics,
         "req": release_request,
         "summary": summary,
         "levels": quasi_identifier_levels(release_request, with_examples=True),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from decimal import Decimal
 
 from django.conf import settings
 from django.contrib.auth.models import Group
@@ -14,11 +15,16 @@ from .datasets import Dataset
 
 
 class ReleaseRequest(models.Model):
-    """A steward's request to release a dataset under a privacy model.
+    """A steward's request to release a dataset: a row-level extract under a privacy model, or
+    differentially private statistics (``kind``), reviewed and shared the same way.
 
     The fields describe the current round: a resubmission after "changes requested" archives
     the round in :class:`ReleaseRound` and runs again with the new parameters.
     """
+
+    class Kind(models.TextChoices):
+        EXTRACT = "extract", "Row-level extract"
+        STATISTICS = "statistics", "Differentially private statistics"
 
     class State(models.TextChoices):
         QUEUED = "queued", "Queued"
@@ -67,7 +73,10 @@ class ReleaseRequest(models.Model):
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="release_requests"
     )
     round = models.PositiveIntegerField(default=1)
-    # The privacy model of the current round.
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.EXTRACT)
+    #: A statistics release's queries of the current round (``engine.dp`` query dicts).
+    queries = models.JSONField(default=list, blank=True)
+    # The privacy model of the current round (an extract's).
     k = models.PositiveIntegerField()
     suppression_limit = models.FloatField(help_text="Share of rows (0 to 1) that may be removed.")
     l_diversity = models.FloatField(null=True, blank=True)
@@ -125,6 +134,24 @@ class ReleaseRequest(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("releases:request_detail", args=[self.pk])
+
+    @property
+    def is_statistics(self) -> bool:
+        return self.kind == self.Kind.STATISTICS
+
+    @property
+    def statistics_epsilon(self) -> Decimal:
+        """The ε a statistics release's queries spend (the exact decimal sum)."""
+        return sum((Decimal(repr(float(q["epsilon"]))) for q in self.queries), Decimal(0))
+
+    @property
+    def description(self) -> str:
+        """What is released, for lists: an extract's privacy model, or the statistics."""
+        if self.is_statistics:
+            count = len(self.queries)
+            epsilon = format(self.statistics_epsilon.normalize(), "f")
+            return f"DP statistics: {count} quer{'y' if count == 1 else 'ies'}, ε {epsilon}"
+        return self.model_description
 
     @property
     def is_past_expiry(self) -> bool:

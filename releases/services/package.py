@@ -91,13 +91,18 @@ def _write_parquet(data: pd.DataFrame, path: Path) -> None:
 
 
 WRITERS = {Format.CSV: _write_csv, Format.XLSX: _write_xlsx, Format.PARQUET: _write_parquet}
-SUFFIXES = {Format.CSV: ".csv", Format.XLSX: ".xlsx", Format.PARQUET: ".parquet"}
+SUFFIXES = {
+    Format.CSV: ".csv",
+    Format.XLSX: ".xlsx",
+    Format.PARQUET: ".parquet",
+    Format.JSON: ".json",  # a statistics release's (services.statistics)
+}
 
 
 def write_files(data: pd.DataFrame, directory: Path) -> dict[str, Path]:
     """Write every format the extract can have into ``directory``; {format: local path}."""
     out: dict[str, Path] = {}
-    for fmt in ReleaseFile.ORDER:
+    for fmt in WRITERS:
         if fmt == Format.XLSX and xlsx_refusal(len(data)):
             continue
         path = directory / f"extract{SUFFIXES[fmt]}"

@@ -21,7 +21,7 @@ from django.urls import reverse
 from django.utils import timezone
 
 from ..models import AuditEvent, ReleaseRequest, Review, Role
-from . import InvalidInput, audit, dispatch, lifecycle, package, sharing, storage
+from . import InvalidInput, audit, budget, dispatch, lifecycle, package, sharing, storage
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +48,10 @@ class Check:
 
 def checks(release_request: ReleaseRequest) -> list[Check]:
     """What the stored result must satisfy: the requested models and the suppression limit."""
+    if release_request.kind == ReleaseRequest.Kind.STATISTICS:
+        from .statistics import checks as statistics_checks
+
+        return statistics_checks(release_request)
     summary = release_request.summary or {}
     if not summary:
         return [Check("result", False, "There is no result to check.")]
@@ -175,6 +179,8 @@ def review(
                 release_request.state = new_state
                 release_request.decided_at = timezone.now()
                 release_request.save(update_fields=["state", "decided_at"])
+                if new_state == State.APPROVED:
+                    _record_in_ledger(release_request, user)
             audit.record(
                 AuditEvent.Action.REVIEW,
                 user,
@@ -192,6 +198,24 @@ def review(
         # The unique constraint caught a second vote racing in from the same reviewer.
         raise InvalidInput("You have already reviewed this round.") from None
     return release_request
+
+
+def _record_in_ledger(release_request: ReleaseRequest, officer) -> None:
+    """An approved extract goes in its dataset's privacy ledger, outside the DP budget, so the
+    officers see row-level and differentially private releases of the dataset together."""
+    if release_request.kind != ReleaseRequest.Kind.EXTRACT:
+        return  # a statistics release is in the ledger already: its spend
+    budget.record_row_level_release(
+        release_request.dataset,
+        release_request.requested_by,
+        release_request=release_request,
+        detail={
+            "round": release_request.round,
+            "model": release_request.model_description,
+            "rows": (release_request.summary or {}).get("rows_out"),
+            "approved_by": officer.get_username(),
+        },
+    )
 
 
 def verify_package(release_request: ReleaseRequest) -> None:
