@@ -6,7 +6,6 @@ the preview and the ledger in place."""
 from __future__ import annotations
 
 from django.contrib import messages
-from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, QueryDict
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -198,7 +197,7 @@ def budget_set(request: HttpRequest, dataset_id: int) -> HttpResponse:
                 form.cleaned_data["epsilon"],
                 form.cleaned_data.get("delta") or 0,
             )
-        except (InvalidInput, PermissionDenied) as exc:
+        except InvalidInput as exc:  # refusals of who may set it answer 403 with the reason
             form.add_error(None, str(exc))
         else:
             messages.success(
