@@ -827,7 +827,8 @@ def compliance(release_request: ReleaseRequest, files: list) -> list[dict]:
                 "bounds",
                 "Bounds set by the steward, not taken from the data",
                 DONE if bounded else NOT_APPLICABLE,
-                f"{len(bounded)} queries clamp their values to the steward's bounds."
+                f"{len(bounded)} quer{'y clamps its' if len(bounded) == 1 else 'ies clamp their'} "
+                "values to the bounds the steward typed."
                 if bounded
                 else "No query needs bounds.",
             )
