@@ -293,6 +293,19 @@ def test_a_round_spends_once_even_when_its_task_runs_again(funded, steward):
     assert len(spends(funded)) == 1
 
 
+def test_the_run_task_sent_for_a_statistics_release_runs_its_own_body(funded, steward):
+    """Recovery and redelivery send ``releases.run_release`` for any request."""
+    from releases import tasks
+
+    release_request = ask(steward, funded, [COUNT])
+    tasks.run_release_task(release_request.pk)
+    release_request.refresh_from_db()
+    assert release_request.state == State.READY and not release_request.classes.exists()
+    assert {f.format for f in release_request.files.all()} == {"csv", "json"}
+    tasks.run_release_task(release_request.pk)
+    assert len(spends(funded)) == 1
+
+
 # --- Bounds ----------------------------------------------------------------------------------
 
 

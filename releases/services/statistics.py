@@ -68,6 +68,10 @@ def is_statistics(release_request: ReleaseRequest) -> bool:
     return release_request.kind == STATISTICS
 
 
+def is_statistics_request(request_id: int) -> bool:
+    return ReleaseRequest.objects.filter(pk=request_id, kind=STATISTICS).exists()
+
+
 # --- Queries ---------------------------------------------------------------------------------
 
 
