@@ -202,7 +202,7 @@ def recipient_timeline(user, release_request: ReleaseRequest) -> list[AuditEvent
 def round_files(release_request: ReleaseRequest) -> list[ReleaseFile]:
     """The current round's files, CSV, Excel, Parquet in that order."""
     files = {f.format: f for f in release_request.files.filter(round=release_request.round)}
-    return [files[f] for f in ReleaseFile.ORDER if f in files]
+    return [files[f] for f in ReleaseFile.LISTED if f in files]
 
 
 def latest_reproduction(release_request: ReleaseRequest) -> Reproduction | None:

@@ -20,8 +20,10 @@ class ReleaseFile(models.Model):
         #: A statistics release's tables and methods, beside its CSV.
         JSON = "json", "JSON"
 
-    #: The order the page lists them in.
-    ORDER = (Format.CSV, Format.XLSX, Format.PARQUET, Format.JSON)
+    #: The order the page lists them in (and an extract's formats, written in this order).
+    ORDER = (Format.CSV, Format.XLSX, Format.PARQUET)
+    #: Every format a round's files may have: a statistics release's are CSV and JSON.
+    LISTED = (*ORDER, Format.JSON)
     CONTENT_TYPES = {
         Format.JSON: "application/json; charset=utf-8",
         Format.CSV: "text/csv; charset=utf-8",

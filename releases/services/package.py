@@ -102,7 +102,7 @@ SUFFIXES = {
 def write_files(data: pd.DataFrame, directory: Path) -> dict[str, Path]:
     """Write every format the extract can have into ``directory``; {format: local path}."""
     out: dict[str, Path] = {}
-    for fmt in WRITERS:
+    for fmt in ReleaseFile.ORDER:
         if fmt == Format.XLSX and xlsx_refusal(len(data)):
             continue
         path = directory / f"extract{SUFFIXES[fmt]}"

@@ -216,9 +216,7 @@ def request_statistics(
             requested_by=user,
             kind=STATISTICS,
             queries=[q.to_dict() for q in queries],
-            # The privacy model of an extract does not apply: neutral values.
-            k=1,
-            suppression_limit=0.0,
+            **_no_privacy_model(),
             config={"kind": STATISTICS, "columns": sorted({c for q in queries for c in q.columns})},
             stage="Waiting for a worker",
             terms=(sharing.terms if sharing.terms is not None else default_terms()).strip(),
@@ -240,6 +238,13 @@ def request_statistics(
         )
         dispatch.enqueue(TASK, release_request.pk)
     return release_request
+
+
+def _no_privacy_model() -> dict:
+    """An extract's privacy model does not apply: neutral values for the model's columns the
+    table requires (none once the model is stored as a spec)."""
+    columns = {f.name for f in ReleaseRequest._meta.concrete_fields}
+    return {k: v for k, v in {"k": 1, "suppression_limit": 0.0}.items() if k in columns}
 
 
 def _locked(request_id: int) -> ReleaseRequest:
