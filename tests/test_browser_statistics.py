@@ -63,6 +63,11 @@ def test_budget_request_with_preview_review_and_download(browser, stack, incomes
     expect(page.locator("#budget-remaining")).to_contain_text("ε 2 remains")
     page.select_option("select[name=q-0-kind]", "count")
     page.fill("input[name=q-0-epsilon]", "0.5")
+    # One more row, swapped in place: what was typed stays.
+    page.click("#add-query")
+    expect(page.locator("select[name=q-2-kind]")).to_be_visible()
+    expect(page.locator("input[name=q-0-epsilon]")).to_have_value("0.5")
+    wait_for_htmx(page)
     page.select_option("select[name=q-1-kind]", "mean")
     page.select_option("select[name=q-1-column]", "income")
     page.fill("input[name=q-1-lower]", "0")

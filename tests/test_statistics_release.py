@@ -128,6 +128,8 @@ def test_request_run_approve_and_download_exactly_the_reviewed_tables(
     assert spent.release_request == release_request and spent.detail["round"] == 1
     assert [q["epsilon"] for q in spent.detail["queries"]] == [0.25] * 4
     assert budget.remaining(funded).epsilon == Decimal("1")
+    (logged,) = AuditEvent.objects.filter(action=AuditEvent.Action.BUDGET_SPEND)
+    assert logged.request == release_request and logged.detail["epsilon"] == "1"
     summary = release_request.summary
     assert summary["budget"]["before"] == "2" and summary["budget"]["after"] == "1"
     assert all(c.passed for c in review.checks(release_request)), review.checks(release_request)

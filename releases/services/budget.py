@@ -274,6 +274,7 @@ def spend(
             AuditEvent.Action.BUDGET_SPEND,
             actor,
             dataset=dataset,
+            request=release_request,
             epsilon=show(epsilon),
             delta=show(delta),
             remaining=show(left_epsilon - epsilon),
