@@ -325,3 +325,221 @@ class RevokeForm(forms.Form):
         widget=forms.Textarea(attrs={"rows": 2}),
         max_length=5000,
     )
+
+
+# --- Statistics releases and privacy budgets --------------------------------------------------
+
+
+def _lines(text: str) -> list[str]:
+    return [line.strip() for line in (text or "").splitlines() if line.strip()]
+
+
+def _numbers(text: str, what: str) -> list[float]:
+    """Numbers separated by commas, semicolons or spaces ("0, 18, 65, 120")."""
+    parts = [p for p in (text or "").replace(";", ",").replace(" ", ",").split(",") if p.strip()]
+    try:
+        return [float(p) for p in parts]
+    except ValueError:
+        raise forms.ValidationError(f"{what}: write numbers separated by commas.") from None
+
+
+class StatisticsQueryForm(forms.Form):
+    """One query of a statistics release. Bounds are typed by the steward: never filled in
+    from the data. An empty kind leaves the row out."""
+
+    KINDS = [
+        ("", "— no query —"),
+        ("count", "Count of rows"),
+        ("histogram", "Histogram (counts by one or two columns)"),
+        ("sum", "Sum of a numeric column"),
+        ("mean", "Mean of a numeric column"),
+        ("quantiles", "Quantiles (median, percentiles) of a numeric column"),
+    ]
+
+    kind = forms.ChoiceField(choices=KINDS, required=False)
+    epsilon = forms.FloatField(label="ε", min_value=0.000001, max_value=100, required=False)
+    column = forms.ChoiceField(label="Column", required=False)
+    categories = forms.CharField(
+        label="Categories (one per line)",
+        widget=forms.Textarea(attrs={"rows": 3}),
+        required=False,
+        max_length=100_000,
+    )
+    edges = forms.CharField(
+        label="or bin edges (e.g. 0, 18, 65, 120)", required=False, max_length=20_000
+    )
+    column2 = forms.ChoiceField(label="Second column (optional)", required=False)
+    categories2 = forms.CharField(
+        label="Its categories (one per line)",
+        widget=forms.Textarea(attrs={"rows": 3}),
+        required=False,
+        max_length=100_000,
+    )
+    edges2 = forms.CharField(label="or its bin edges", required=False, max_length=20_000)
+    lower = forms.FloatField(label="Lower bound", required=False)
+    upper = forms.FloatField(label="Upper bound", required=False)
+    alphas = forms.CharField(
+        label="Quantiles (0.5 is the median; e.g. 0.25, 0.5, 0.75)",
+        required=False,
+        max_length=500,
+    )
+
+    def __init__(self, *args, columns: list[str] | None = None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        choices = [("", "—"), *((c, c) for c in columns or [])]
+        self.fields["column"].choices = choices
+        self.fields["column2"].choices = choices
+
+    def clean(self):
+        data = super().clean()
+        kind = data.get("kind")
+        if not kind:
+            return data
+        if data.get("epsilon") is None:
+            self.add_error("epsilon", "Give this query's ε.")
+        if kind in ("sum", "mean", "quantiles"):
+            if not data.get("column"):
+                self.add_error("column", "Choose the numeric column.")
+            for name in ("lower", "upper"):
+                if data.get(name) is None:
+                    self.add_error(name, "Type the bound (it is never taken from the data).")
+        if kind == "histogram" and not data.get("column"):
+            self.add_error("column", "Choose the column to group by.")
+        try:
+            data["edges_list"] = _numbers(data.get("edges", ""), "Bin edges")
+            data["edges2_list"] = _numbers(data.get("edges2", ""), "Bin edges")
+            data["alphas_list"] = _numbers(data.get("alphas", ""), "Quantiles")
+        except forms.ValidationError as exc:
+            self.add_error(None, exc)
+        return data
+
+    def _grouping(self, column: str, categories: str, edges: list[float]) -> dict:
+        grouping: dict = {"column": column}
+        if _lines(categories):
+            grouping["categories"] = _lines(categories)
+        if edges:
+            grouping["edges"] = edges
+        return grouping
+
+    def item(self) -> dict | None:
+        """The query's dict form (``engine.dp``), or None for an empty row."""
+        data = self.cleaned_data
+        kind = data.get("kind")
+        if not kind:
+            return None
+        item: dict = {"kind": kind, "epsilon": data["epsilon"]}
+        if kind == "histogram":
+            by = [self._grouping(data["column"], data["categories"], data["edges_list"])]
+            if data.get("column2"):
+                by.append(self._grouping(data["column2"], data["categories2"], data["edges2_list"]))
+            item["by"] = by
+        elif kind in ("sum", "mean", "quantiles"):
+            item.update(column=data["column"], lower=data["lower"], upper=data["upper"])
+            if kind == "quantiles":
+                item["alphas"] = data["alphas_list"] or [0.5]
+        return item
+
+    @classmethod
+    def initial_from(cls, query: dict) -> dict:
+        """A form row from a stored query (to edit it when resubmitting)."""
+        initial: dict = {"kind": query["kind"], "epsilon": query["epsilon"]}
+        for number, grouping in enumerate(query.get("by", [])[:2]):
+            suffix = "2" if number else ""
+            initial[f"column{suffix}"] = grouping["column"]
+            initial[f"categories{suffix}"] = "\n".join(grouping.get("categories", []))
+            initial[f"edges{suffix}"] = ", ".join(format(e, "g") for e in grouping.get("edges", []))
+        for name in ("column", "lower", "upper"):
+            if name in query:
+                initial[name] = query[name]
+        if "alphas" in query:
+            initial["alphas"] = ", ".join(format(a, "g") for a in query["alphas"])
+        return initial
+
+
+class BaseStatisticsQueryFormSet(forms.BaseFormSet):
+    def __init__(self, *args, columns: list[str] | None = None, **kwargs) -> None:
+        self.columns = columns or []
+        super().__init__(*args, **kwargs)
+
+    def get_form_kwargs(self, index):
+        return {**super().get_form_kwargs(index), "columns": self.columns}
+
+    def items(self) -> list[dict | None]:
+        """Each row's query dict (None for empty or invalid rows), in the rows' order."""
+        return [form.item() if form.is_valid() else None for form in self.forms]
+
+
+StatisticsQueryFormSet = forms.formset_factory(
+    StatisticsQueryForm,
+    formset=BaseStatisticsQueryFormSet,
+    extra=2,
+    max_num=50,
+    absolute_max=60,
+)
+
+
+class SharingForm(forms.Form):
+    """Who receives a release and on which terms (the statistics request's part)."""
+
+    recipients = forms.ModelMultipleChoiceField(
+        queryset=ReleaseRequest.recipients.field.related_model.objects.none(),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Recipients (only they can see and download the release)",
+    )
+    recipient_groups = forms.ModelMultipleChoiceField(
+        queryset=ReleaseRequest.recipient_groups.field.related_model.objects.none(),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Recipient groups (their members who are recipients)",
+    )
+    terms = forms.CharField(
+        label="Terms of use (the data sharing agreement each recipient accepts; empty: the "
+        "site's default)",
+        widget=forms.Textarea(attrs={"rows": 4}),
+        max_length=20000,
+        required=False,
+    )
+    expires_at = forms.DateField(
+        label="Available until (last day; empty: no expiry)",
+        required=False,
+        widget=forms.DateInput(attrs={"type": "date"}),
+    )
+    response = forms.CharField(
+        label="Your answer to the reviewers (or what changed)",
+        widget=forms.Textarea(attrs={"rows": 3}),
+        max_length=5000,
+        required=False,
+    )
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["recipients"].queryset = release.recipient_choices()
+        self.fields["recipient_groups"].queryset = release.recipient_group_choices()
+        self.fields["terms"].initial = release.default_terms()
+
+    def sharing(self) -> Sharing:
+        data = self.cleaned_data
+        return Sharing(
+            recipients=list(data.get("recipients") or []),
+            recipient_groups=list(data.get("recipient_groups") or []),
+            terms=(data.get("terms") or "").strip() or None,
+            expires_at=data.get("expires_at"),
+        )
+
+
+class BudgetForm(forms.Form):
+    """A privacy officer sets (or raises) a dataset's total ε and δ."""
+
+    epsilon = forms.DecimalField(
+        label="Total ε", min_value=0, max_digits=18, decimal_places=12, initial=1
+    )
+    delta = forms.DecimalField(
+        label="Total δ (0 while every mechanism is pure ε-DP)",
+        min_value=0,
+        max_value=Decimal("0.999999"),
+        max_digits=21,
+        decimal_places=20,
+        initial=0,
+        required=False,
+    )

@@ -202,7 +202,7 @@ def recipient_timeline(user, release_request: ReleaseRequest) -> list[AuditEvent
 def round_files(release_request: ReleaseRequest) -> list[ReleaseFile]:
     """The current round's files, CSV, Excel, Parquet in that order."""
     files = {f.format: f for f in release_request.files.filter(round=release_request.round)}
-    return [files[f] for f in ReleaseFile.ORDER if f in files]
+    return [files[f] for f in ReleaseFile.LISTED if f in files]
 
 
 def latest_reproduction(release_request: ReleaseRequest) -> Reproduction | None:
@@ -375,7 +375,14 @@ def request_page(user, release_request: ReleaseRequest) -> dict:
 
     summary = release_request.summary or {}
     buttons = lifecycle.buttons(user, release_request)
+    from .statistics_selectors import budget_context, statistics_page
+
+    if release_request.is_statistics:
+        statistics = statistics_page(user, release_request)
+    else:  # the dataset's ledger: its DP releases beside this extract
+        statistics = budget_context(user, release_request.dataset)
     return {
+        **statistics,
         "req": release_request,
         "summary": summary,
         "levels": quasi_identifier_levels(release_request, with_examples=True),

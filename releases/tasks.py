@@ -2,12 +2,22 @@
 
 from celery import shared_task
 
-from .services import profiling, recovery, release, reproduction, review
+from .services import profiling, recovery, release, reproduction, review, statistics
 
 
 @shared_task(name="releases.run_release")
 def run_release_task(request_id: int) -> None:
-    release.run_release(request_id)
+    # Recovery and redelivery send this task for any request: a statistics release runs its
+    # own body (which spends once per round, however often it is sent).
+    if statistics.is_statistics_request(request_id):
+        statistics.run_statistics(request_id)
+    else:
+        release.run_release(request_id)
+
+
+@shared_task(name="releases.run_statistics")
+def run_statistics_task(request_id: int) -> None:
+    statistics.run_statistics(request_id)
 
 
 @shared_task(name="releases.profile_dataset")
@@ -35,6 +45,7 @@ BY_NAME = {
     task.name: task
     for task in (
         run_release_task,
+        run_statistics_task,
         profile_dataset_task,
         notify_requester_task,
         reproduce_release_task,

@@ -1,6 +1,6 @@
 from django.urls import path
 
-from .views import datasets, home, requests
+from .views import datasets, home, requests, statistics
 
 app_name = "releases"
 
@@ -48,6 +48,20 @@ urlpatterns = [
         requests.request_decisions,
         name="request_decisions",
     ),
+    path(
+        "datasets/<int:dataset_id>/statistics/",
+        statistics.statistics_request,
+        name="statistics_request",
+    ),
+    path(
+        "datasets/<int:dataset_id>/statistics/preview/",
+        statistics.statistics_preview,
+        name="statistics_preview",
+    ),
+    path("budgets/", statistics.budget_list, name="budget_list"),
+    path("budgets/<int:dataset_id>/", statistics.budget_detail, name="budget_detail"),
+    path("budgets/<int:dataset_id>/set/", statistics.budget_set, name="budget_set"),
+    path("budgets/<int:dataset_id>/ledger/", statistics.ledger, name="ledger"),
     path("requests/<int:request_id>/", requests.request_detail, name="request_detail"),
     path("requests/<int:request_id>/status/", requests.request_status, name="request_status"),
     path("requests/<int:request_id>/classes/", requests.request_classes, name="request_classes"),

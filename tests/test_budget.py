@@ -271,11 +271,19 @@ def test_ledger_for_a_dataset_without_budget(dataset):
 
 
 def test_the_ledger_outlives_its_dataset(funded, steward):
-    budget.spend(funded, 0.5, 0, steward)
+    """A dataset nothing was spent on can go; its ledger lines stay, naming it."""
     dataset_service.delete_dataset(steward, funded)
     kept = list(BudgetEntry.objects.order_by("id"))
     assert [(e.kind, e.dataset_id, e.dataset_name) for e in kept] == [
         (Kind.BUDGET_SET, None, "people"),
-        (Kind.DP_SPEND, None, "people"),
     ]
     assert not PrivacyBudget.objects.exists()
+
+
+def test_a_dataset_whose_budget_was_spent_cannot_be_deleted(funded, steward):
+    """A new upload would start from a fresh budget: once spent, the dataset stays."""
+    budget.spend(funded, 0.5, 0, steward)
+    with pytest.raises(InvalidInput, match=r"privacy budget.*cannot be deleted"):
+        dataset_service.delete_dataset(steward, funded)
+    assert Dataset.objects.filter(pk=funded.pk).exists()
+    assert len(entries(funded, Kind.DP_SPEND)) == 1

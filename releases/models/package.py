@@ -10,16 +10,22 @@ from .requests import ReleaseRequest
 
 
 class ReleaseFile(models.Model):
-    """One downloadable file of a round's extract, written by the worker before review."""
+    """One downloadable file of a round (an extract's, or a statistics release's tables),
+    written by the worker before review."""
 
     class Format(models.TextChoices):
         CSV = "csv", "CSV"
         XLSX = "xlsx", "Excel (.xlsx)"
         PARQUET = "parquet", "Parquet"
+        #: A statistics release's tables and methods, beside its CSV.
+        JSON = "json", "JSON"
 
-    #: The order the page lists them in.
+    #: The order the page lists them in (and an extract's formats, written in this order).
     ORDER = (Format.CSV, Format.XLSX, Format.PARQUET)
+    #: Every format a round's files may have: a statistics release's are CSV and JSON.
+    LISTED = (*ORDER, Format.JSON)
     CONTENT_TYPES = {
+        Format.JSON: "application/json; charset=utf-8",
         Format.CSV: "text/csv; charset=utf-8",
         Format.XLSX: "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
         Format.PARQUET: "application/vnd.apache.parquet",

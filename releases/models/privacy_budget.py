@@ -73,9 +73,10 @@ class BudgetEntry(models.Model):
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True, related_name="+"
     )
-    #: The statistics release that spent it (its model comes later: a plain id for now).
+    #: The statistics release that spent it (the request's id, kept should the link be cut).
     statistics_release_id = models.PositiveIntegerField(null=True, blank=True, db_index=True)
-    #: The row-level request an extract entry records.
+    #: The request an entry records: the statistics release that spent, or the row-level
+    #: extract released outside the DP budget.
     release_request = models.ForeignKey(
         ReleaseRequest,
         on_delete=models.SET_NULL,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from decimal import Decimal
 
 from django.conf import settings
 from django.contrib.auth.models import Group
@@ -15,11 +16,16 @@ from .datasets import Dataset
 
 
 class ReleaseRequest(models.Model):
-    """A steward's request to release a dataset under a privacy model.
+    """A steward's request to release a dataset: a row-level extract under a privacy model, or
+    differentially private statistics (``kind``), reviewed and shared the same way.
 
     The fields describe the current round: a resubmission after "changes requested" archives
     the round in :class:`ReleaseRound` and runs again with the new parameters.
     """
+
+    class Kind(models.TextChoices):
+        EXTRACT = "extract", "Row-level extract"
+        STATISTICS = "statistics", "Differentially private statistics"
 
     class State(models.TextChoices):
         QUEUED = "queued", "Queued"
@@ -63,6 +69,9 @@ class ReleaseRequest(models.Model):
     #: models, their parameters and the suppression limit are the engine's
     #: (``releases.engine.criteria``); fixed levels re-run a candidate of an earlier round.
     parameters = models.JSONField(default=dict)
+    kind = models.CharField(max_length=16, choices=Kind.choices, default=Kind.EXTRACT)
+    #: A statistics release's queries of the current round (``engine.dp`` query dicts).
+    queries = models.JSONField(default=list, blank=True)
     # The column roles and hierarchies as they were when the round was submitted.
     config = models.JSONField()
     state = models.CharField(max_length=16, choices=State.choices, default=State.QUEUED)
@@ -110,6 +119,24 @@ class ReleaseRequest(models.Model):
 
     def get_absolute_url(self) -> str:
         return reverse("releases:request_detail", args=[self.pk])
+
+    @property
+    def is_statistics(self) -> bool:
+        return self.kind == self.Kind.STATISTICS
+
+    @property
+    def statistics_epsilon(self) -> Decimal:
+        """The ε a statistics release's queries spend (the exact decimal sum)."""
+        return sum((Decimal(repr(float(q["epsilon"]))) for q in self.queries), Decimal(0))
+
+    @property
+    def description(self) -> str:
+        """What is released, for lists: an extract's privacy model, or the statistics."""
+        if self.is_statistics:
+            count = len(self.queries)
+            epsilon = format(self.statistics_epsilon.normalize(), "f")
+            return f"DP statistics: {count} quer{'y' if count == 1 else 'ies'}, ε {epsilon}"
+        return self.model_description
 
     @property
     def is_past_expiry(self) -> bool:

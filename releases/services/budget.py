@@ -220,12 +220,17 @@ def spend(
     detail: dict | None = None,
     *,
     statistics_release_id: int | None = None,
+    release_request: ReleaseRequest | None = None,
 ) -> BudgetEntry:
     """Record a DP release's spend if it fits what remains; refuse it otherwise.
 
     ``actor``: the steward who requested the release (the worker spends on their behalf).
     ``detail``: what spent it, e.g. ``{"queries": [...]}`` (kind, description, ε each).
+    ``release_request``: the statistics release spending (its id is also kept as
+    ``statistics_release_id``).
     """
+    if release_request is not None:
+        statistics_release_id = release_request.pk
     if actor is None or not roles.is_steward(actor) or dataset.owner_id != actor.pk:
         raise PermissionDenied("Only the dataset's steward can spend its privacy budget.")
     epsilon = _epsilon(epsilon, ROUND_CEILING)
@@ -262,18 +267,33 @@ def spend(
             delta_remaining=left_delta - delta,
             actor=actor,
             statistics_release_id=statistics_release_id,
+            release_request=release_request,
             detail=detail or {},
         )
         audit.record(
             AuditEvent.Action.BUDGET_SPEND,
             actor,
             dataset=dataset,
+            request=release_request,
             epsilon=show(epsilon),
             delta=show(delta),
             remaining=show(left_epsilon - epsilon),
             statistics_release_id=statistics_release_id,
         )
     return entry
+
+
+def spend_of_round(release_request: ReleaseRequest, round_number: int) -> BudgetEntry | None:
+    """The spend a statistics release's round made, if it made one (a round spends once)."""
+    return (
+        BudgetEntry.objects.filter(
+            kind=Kind.DP_SPEND,
+            statistics_release_id=release_request.pk,
+            detail__round=round_number,
+        )
+        .order_by("id")
+        .first()
+    )
 
 
 def record_row_level_release(

@@ -21,7 +21,15 @@ from django.http import Http404
 from ..engine import Hierarchy, HierarchyError, tabular
 from ..engine.export import neutralise_formulas
 from ..engine.risk import class_sizes_of, risk_summary
-from ..models import AuditEvent, Dataset, DatasetColumn, ReleaseFile, ReleaseRequest, Role
+from ..models import (
+    AuditEvent,
+    BudgetEntry,
+    Dataset,
+    DatasetColumn,
+    ReleaseFile,
+    ReleaseRequest,
+    Role,
+)
 from ..models.datasets import ColumnType, DateOrder
 from . import InvalidInput, audit, column_store, dispatch, hierarchies, profiling, roles, storage
 
@@ -175,6 +183,13 @@ def load_frame(
 def delete_dataset(user, dataset: Dataset) -> None:
     """Delete a dataset with no approved release; its audit events stay, naming it."""
     dataset = get_dataset_for(user, dataset.pk)
+    if dataset.budget_entries.filter(kind=BudgetEntry.Kind.DP_SPEND).exists():
+        # The budget bounds what releases of these data may leak in total; a new upload of
+        # the same file would start from a fresh budget.
+        raise InvalidInput(
+            "Differentially private releases of this dataset have spent its privacy budget; "
+            "the dataset and its ledger stay, and it cannot be deleted."
+        )
     states = set(dataset.requests.values_list("state", flat=True))
     if states & ReleaseRequest.RELEASED_STATES:
         # A release that went out (even revoked or expired since) keeps its record and report.

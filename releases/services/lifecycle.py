@@ -31,6 +31,7 @@ from ..models import ReleaseRequest, Reproduction, Review, TermsAcceptance
 from . import InvalidInput, roles
 
 State = ReleaseRequest.State
+Kind = ReleaseRequest.Kind
 
 # --- Who ---------------------------------------------------------------------------------------
 
@@ -205,6 +206,10 @@ class Action:
     #: States in which a page shows its button (disabled with the reason outside the table).
     shown_in: frozenset[str]
     guard: Callable[[object, ReleaseRequest], str] | None = None
+    #: The kinds of request the action applies to (a page shows no button for the others).
+    kinds: frozenset[str] = frozenset(Kind.values)
+    #: Why another kind of request does not have it.
+    kind_rule: str = ""
 
 
 _RELEASED = frozenset({State.APPROVED, State.REVOKED, State.EXPIRED})
@@ -291,6 +296,9 @@ ACTIONS: dict[str, Action] = {
             "only a result ready for review or an approved release can be reproduced.",
             frozenset({State.READY, *_RELEASED}),
             _no_reproduction_under_way,
+            kinds=frozenset({Kind.EXTRACT}),
+            kind_rule="A statistics release is not re-run: its noise is drawn once, and drawing "
+            "it again would spend the privacy budget again.",
         ),
     )
 }
@@ -353,6 +361,8 @@ def refusal(action: str, user, release_request: ReleaseRequest) -> tuple[type, s
     reason = _who_refuses(_who(action), user, release_request, meta)
     if reason:
         return PermissionDenied, reason
+    if release_request.kind not in meta.kinds:
+        return InvalidInput, meta.kind_rule
     state = release_request.state if action == "expire" else release_request.effective_state
     if (state, action) not in TRANSITIONS:
         label = ReleaseRequest.State(state).label.lower()
@@ -528,7 +538,7 @@ def buttons(user, release_request: ReleaseRequest) -> dict[str, Button]:
     state = release_request.effective_state
     for name in PERSON_ACTIONS:
         meta = ACTIONS[name]
-        if state not in meta.shown_in:
+        if state not in meta.shown_in or release_request.kind not in meta.kinds:
             continue
         refused = refusal(name, user, release_request)
         if refused is not None and refused[0] is not InvalidInput:

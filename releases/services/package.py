@@ -91,7 +91,12 @@ def _write_parquet(data: pd.DataFrame, path: Path) -> None:
 
 
 WRITERS = {Format.CSV: _write_csv, Format.XLSX: _write_xlsx, Format.PARQUET: _write_parquet}
-SUFFIXES = {Format.CSV: ".csv", Format.XLSX: ".xlsx", Format.PARQUET: ".parquet"}
+SUFFIXES = {
+    Format.CSV: ".csv",
+    Format.XLSX: ".xlsx",
+    Format.PARQUET: ".parquet",
+    Format.JSON: ".json",  # a statistics release's (services.statistics)
+}
 
 
 def write_files(data: pd.DataFrame, directory: Path) -> dict[str, Path]:

@@ -324,6 +324,11 @@ def build(release_request: ReleaseRequest, audience: str) -> dict:
     from ..selectors import current_approvals, recipient_names, round_files
     from .review import checks
 
+    if release_request.kind == ReleaseRequest.Kind.STATISTICS:
+        from .statistics import report as statistics_report
+
+        return statistics_report(release_request, audience)
+
     summary = release_request.summary or {}
     files = round_files(release_request)
     approvals = list(current_approvals(release_request))

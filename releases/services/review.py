@@ -22,7 +22,7 @@ from django.utils import timezone
 from ..engine import Check
 from ..engine import checks as criteria_checks
 from ..models import AuditEvent, ReleaseRequest, Review, Role
-from . import InvalidInput, audit, dispatch, lifecycle, package, sharing, storage
+from . import InvalidInput, audit, budget, dispatch, lifecycle, package, sharing, storage
 
 logger = logging.getLogger(__name__)
 
@@ -45,6 +45,10 @@ def checks(release_request: ReleaseRequest) -> list[Check]:
     and the suppression limit (the engine's, from the stored figures), then the app's own:
     the model run is the one requested, the columns released unchanged, every equivalence
     class, the package's files."""
+    if release_request.kind == ReleaseRequest.Kind.STATISTICS:
+        from .statistics import checks as statistics_checks
+
+        return statistics_checks(release_request)
     summary = release_request.summary or {}
     if not summary:
         return [Check("result", False, "There is no result to check.")]
@@ -174,6 +178,8 @@ def review(
                 release_request.state = new_state
                 release_request.decided_at = timezone.now()
                 release_request.save(update_fields=["state", "decided_at"])
+                if new_state == State.APPROVED:
+                    _record_in_ledger(release_request, user)
             audit.record(
                 AuditEvent.Action.REVIEW,
                 user,
@@ -191,6 +197,24 @@ def review(
         # The unique constraint caught a second vote racing in from the same reviewer.
         raise InvalidInput("You have already reviewed this round.") from None
     return release_request
+
+
+def _record_in_ledger(release_request: ReleaseRequest, officer) -> None:
+    """An approved extract goes in its dataset's privacy ledger, outside the DP budget, so the
+    officers see row-level and differentially private releases of the dataset together."""
+    if release_request.kind != ReleaseRequest.Kind.EXTRACT:
+        return  # a statistics release is in the ledger already: its spend
+    budget.record_row_level_release(
+        release_request.dataset,
+        release_request.requested_by,
+        release_request=release_request,
+        detail={
+            "round": release_request.round,
+            "model": release_request.model_description,
+            "rows": (release_request.summary or {}).get("rows_out"),
+            "approved_by": officer.get_username(),
+        },
+    )
 
 
 def verify_package(release_request: ReleaseRequest) -> None:

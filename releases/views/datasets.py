@@ -13,7 +13,7 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from .. import selectors
+from .. import selectors, statistics_selectors
 from ..engine import HierarchyError
 from ..forms import ReleaseRequestForm, UploadForm
 from ..models import DatasetColumn, Role
@@ -149,6 +149,8 @@ def dataset_context(dataset, request_form=None, page_number=None) -> dict:
         "suggestions_pending": dataset.columns.exclude(suggested_role="")
         .exclude(suggested_role=F("role"))
         .exists(),
+        # The privacy budget and ledger (the steward sees them; officers set the budget).
+        **statistics_selectors.budget_context(None, dataset),
     }
 
 

@@ -85,7 +85,11 @@ def _request_context(request: HttpRequest, release_request: ReleaseRequest, **ex
     context = selectors.request_page(user, release_request)
     context["review_form"] = ReviewForm()
     context["revoke_form"] = RevokeForm()
-    if "resubmit" in context["buttons"] and context["buttons"]["resubmit"].enabled:
+    if (
+        "resubmit" in context["buttons"]
+        and context["buttons"]["resubmit"].enabled
+        and not release_request.is_statistics  # its queries are edited on their own page
+    ):
         context["resubmit_form"] = ResubmitForm(
             initial=ResubmitForm.initial_from(release_request), dataset=release_request.dataset
         )
@@ -192,6 +196,9 @@ def request_review(request: HttpRequest, request_id: int) -> HttpResponse:
 @require_POST
 def request_resubmit(request: HttpRequest, request_id: int) -> HttpResponse:
     release_request = selectors.get_request_for(request.user, request_id)
+    if release_request.is_statistics:
+        url = reverse("releases:statistics_request", args=[release_request.dataset_id])
+        return redirect(f"{url}?resubmit={release_request.pk}")
     form = ResubmitForm(request.POST, dataset=release_request.dataset)
     if form.is_valid():
         try:

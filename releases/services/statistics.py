@@ -1,0 +1,855 @@
+"""Differentially private statistics releases: requesting one, running it, its checks and report.
+
+A statistics release is a :class:`~releases.models.ReleaseRequest` of kind "statistics". It goes
+through everything an extract does (the lifecycle table, rounds, blind votes, review bound to
+the package digest, named recipients, terms, expiry, revocation, logged downloads, the audit
+log); what differs lives here:
+
+* the request holds a list of queries (``engine.dp``), each with its ε, checked against the
+  dataset's columns and refused up front when their ε does not fit what remains of the
+  dataset's privacy budget (the spend checks again, atomically);
+* the run (:func:`run_statistics`, the worker's body) spends first, through
+  ``budget.spend``, and commits; then it draws the noise once with OpenDP and writes the tables
+  as CSV and JSON, the files the officers' review is bound to. A run that fails after spending
+  has still spent: the ledger says so;
+* a round spends once (a task delivered twice does not spend twice); a resubmission is a new
+  round, and spends again, visibly.
+
+Nothing here reads the original data except the run, and the values the steward is offered as
+categories (:func:`column_categories`; the steward sees the original anyway).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import json
+import logging
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+import pandas as pd
+from django.core.exceptions import PermissionDenied
+from django.db import transaction
+from django.http import Http404
+from django.utils import timezone
+
+from ..engine import EngineError, dp
+from ..engine.export import write_csv
+from ..models import AuditEvent, BudgetEntry, Dataset, ReleaseFile, ReleaseRequest, ReleaseRound
+from . import InvalidInput, audit, budget, datasets, dispatch, lifecycle, package, storage
+from .release import RunCancelled, Sharing, default_terms, validate_sharing
+from .review import Check
+
+logger = logging.getLogger(__name__)
+
+State = ReleaseRequest.State
+STATISTICS = ReleaseRequest.Kind.STATISTICS
+Format = ReleaseFile.Format
+TASK = "releases.run_statistics"
+#: The columns of the CSV table, one row per published number.
+CSV_COLUMNS = [
+    "query",
+    "statistic",
+    "group",
+    "value",
+    "error_95",
+    "error_kind",
+    "epsilon",
+    "delta",
+    "mechanism",
+]
+#: What the values offered as categories may hold at most (the engine's own limit).
+MAX_OFFERED_CATEGORIES = dp.MAX_CATEGORIES
+
+
+def is_statistics(release_request: ReleaseRequest) -> bool:
+    return release_request.kind == STATISTICS
+
+
+def is_statistics_request(request_id: int) -> bool:
+    return ReleaseRequest.objects.filter(pk=request_id, kind=STATISTICS).exists()
+
+
+# --- Queries ---------------------------------------------------------------------------------
+
+
+def dataset_columns(dataset: Dataset) -> list[str]:
+    return list(dataset.columns.order_by("position").values_list("name", flat=True))
+
+
+def parse_queries(items: list[dict], dataset: Dataset) -> list[dp.Query]:
+    """Queries from their dict form, checked against the dataset's columns (``InvalidInput``
+    naming the first query that cannot run)."""
+    try:
+        queries = dp.queries_from_list(items)
+        dp.validate_queries(queries, dataset_columns(dataset))
+    except EngineError as exc:
+        raise InvalidInput(str(exc)) from None
+    return queries
+
+
+def _amount(queries: list[dp.Query]) -> tuple[Decimal, Decimal]:
+    return dp.requested_epsilon(queries), dp.requested_delta(queries)
+
+
+def check_fits(dataset: Dataset, epsilon: Decimal, delta: Decimal) -> budget.Remaining:
+    """Refuse, with what remains, a release whose ε or δ exceeds what the budget has left."""
+    left = budget.remaining(dataset)
+    if left is None:
+        raise InvalidInput(
+            f"No privacy budget is set for {dataset.name}; a privacy officer sets one before "
+            "any statistics release."
+        )
+    if epsilon > left.epsilon or delta > left.delta:
+        needs = f"ε {budget.show(epsilon)}" + (f" and δ {budget.show(delta)}" if delta else "")
+        raise InvalidInput(
+            f"These queries need {needs}, but only ε {budget.show(left.epsilon)}"
+            + (f" and δ {budget.show(left.delta)}" if delta else "")
+            + f" of the privacy budget of {dataset.name} remains. Lower the ε of some "
+            "queries, drop some, or ask a privacy officer to raise the budget."
+        )
+    return left
+
+
+@dataclass(frozen=True)
+class QueryPreview:
+    """One row of the request form: its plan (mechanism, ε, error at 95 %) or why it cannot run."""
+
+    number: int
+    plan: dp.QueryPlan | None
+    error: str = ""
+
+
+@dataclass(frozen=True)
+class Preview:
+    rows: list[QueryPreview]
+    epsilon: Decimal
+    delta: Decimal
+    remaining: budget.Remaining | None
+    #: Why the release cannot be requested as it stands (empty when it can).
+    refusal: str
+
+    @property
+    def fits(self) -> bool:
+        return not self.refusal
+
+
+def preview(user, dataset: Dataset, items: list[dict | None]) -> Preview:
+    """Each query's mechanism and expected error at 95 %, and the total against what remains.
+
+    Reads no data and spends nothing. ``items`` are the form's rows (None for an empty row);
+    a mean's error is given at the dataset's number of rows, which its steward knows."""
+    dataset = datasets.get_dataset_for(user, dataset.pk)
+    columns = dataset_columns(dataset)
+    rows: list[QueryPreview] = []
+    valid: list[dp.Query] = []
+    for number, item in enumerate(items, start=1):
+        if item is None:
+            continue
+        try:
+            query = dp.query_from_dict(item)
+            query.validate(columns)
+            (plan,) = dp.preview([query], rows=dataset.row_count or None)
+        except EngineError as exc:
+            rows.append(QueryPreview(number, None, str(exc)))
+            continue
+        rows.append(QueryPreview(number, plan))
+        valid.append(query)
+    epsilon, delta = _amount(valid)
+    remaining = budget.remaining(dataset)
+    refusal = ""
+    if not valid:
+        refusal = "Add at least one query."
+    elif any(r.error for r in rows):
+        refusal = "Correct the queries marked below."
+    else:
+        try:
+            dp.validate_queries(valid, columns)
+            check_fits(dataset, epsilon, delta)
+        except (EngineError, InvalidInput) as exc:
+            refusal = str(exc)
+    return Preview(rows, epsilon, delta, remaining, refusal)
+
+
+def column_categories(user, dataset: Dataset, column: str) -> list[str]:
+    """The column's distinct values (most frequent first), offered to its steward as the
+    categories of a histogram: declared by the steward's choice. Empty cells are left out (a
+    histogram counts them in its "other" cell)."""
+    dataset = datasets.get_dataset_for(user, dataset.pk)
+    datasets.ensure_ready(dataset)
+    if column not in dataset_columns(dataset):
+        raise InvalidInput(f"The dataset has no column {column!r}.")
+    counts = datasets.load_frame(dataset, columns=[column])[column].str.strip().value_counts()
+    values = [str(v) for v in counts.index if str(v)]
+    return values[:MAX_OFFERED_CATEGORIES]
+
+
+# --- Requesting and resubmitting -----------------------------------------------------------------
+
+
+def _describe(queries: list[dp.Query]) -> list[dict]:
+    return [
+        {"kind": q.kind, "description": q.describe(), "epsilon": q.epsilon, "delta": q.delta}
+        for q in queries
+    ]
+
+
+def request_statistics(
+    user, dataset: Dataset, items: list[dict], sharing: Sharing | None = None
+) -> ReleaseRequest:
+    """Save a statistics release request and enqueue its run once the transaction commits.
+
+    Refused up front (nothing saved) when a query cannot run or the queries' ε does not fit
+    what remains of the dataset's budget."""
+    dataset = datasets.get_dataset_for(user, dataset.pk)
+    datasets.ensure_ready(dataset)
+    sharing = sharing or Sharing()
+    queries = parse_queries(items, dataset)
+    epsilon, delta = _amount(queries)
+    check_fits(dataset, epsilon, delta)
+    validate_sharing(sharing)
+    with transaction.atomic():
+        release_request = ReleaseRequest.objects.create(
+            dataset=dataset,
+            requested_by=user,
+            kind=STATISTICS,
+            queries=[q.to_dict() for q in queries],
+            config={"kind": STATISTICS, "columns": sorted({c for q in queries for c in q.columns})},
+            stage="Waiting for a worker",
+            terms=(sharing.terms if sharing.terms is not None else default_terms()).strip(),
+            expires_at=sharing.expires_at,
+        )
+        release_request.recipients.set(sharing.recipients)
+        release_request.recipient_groups.set(sharing.recipient_groups)
+        audit.record(
+            AuditEvent.Action.REQUEST,
+            user,
+            request=release_request,
+            kind=STATISTICS,
+            queries=_describe(queries),
+            epsilon=budget.show(epsilon),
+            delta=budget.show(delta),
+            recipients=[u.get_username() for u in sharing.recipients],
+            recipient_groups=[g.name for g in sharing.recipient_groups],
+            expires_at=sharing.expires_at.isoformat() if sharing.expires_at else None,
+        )
+        dispatch.enqueue(TASK, release_request.pk)
+    return release_request
+
+
+def _locked(request_id: int) -> ReleaseRequest:
+    try:
+        return (
+            ReleaseRequest.objects.select_for_update().select_related("dataset").get(pk=request_id)
+        )
+    except ReleaseRequest.DoesNotExist:
+        raise Http404("No such release request.") from None
+
+
+def resubmit(user, request_id: int, items: list[dict], response: str) -> ReleaseRequest:
+    """Answer a "changes requested" (or a failed or cancelled run) with these queries: a new
+    round, which runs again and spends again."""
+    response = (response or "").strip()
+    with transaction.atomic():
+        release_request = _locked(request_id)
+        lifecycle.check_resubmit(user, release_request)
+        if not is_statistics(release_request):
+            raise InvalidInput("This request is an extract: resubmit it with a privacy model.")
+        if not response:
+            raise InvalidInput("Answer the reviewers' comments before resubmitting.")
+        dataset = datasets.get_dataset_for(user, release_request.dataset_id)
+        queries = parse_queries(items, dataset)
+        epsilon, delta = _amount(queries)
+        check_fits(dataset, epsilon, delta)
+        old_files = list(release_request.files.filter(round=release_request.round))
+        spent = budget.spend_of_round(release_request, release_request.round)
+        ReleaseRound.objects.create(
+            request=release_request,
+            number=release_request.round,
+            parameters={
+                "kind": STATISTICS,
+                "queries": release_request.queries,
+                "package_sha256": release_request.package_sha256,
+                "files": [
+                    {"format": f.format, "sha256": f.sha256, "size_bytes": f.size_bytes}
+                    for f in old_files
+                ],
+                "spent": budget.show(spent.epsilon) if spent else None,
+            },
+            outcome=release_request.state,
+            summary=release_request.summary,
+            error=release_request.error,
+            extract_sha256=release_request.extract_sha256,
+            submitted_at=release_request.submitted_at,
+            response=response,
+        )
+        # The previous round's files can never be downloaded: their rows go now, the files
+        # once committed. Their numbers stay in the round's summary.
+        old_paths = [f.path for f in old_files]
+        ReleaseFile.objects.filter(pk__in=[f.pk for f in old_files]).delete()
+        release_request.queries = [q.to_dict() for q in queries]
+        release_request.config = {
+            "kind": STATISTICS,
+            "columns": sorted({c for q in queries for c in q.columns}),
+        }
+        release_request.round += 1
+        release_request.state = lifecycle.target(release_request.state, "resubmit")
+        release_request.progress = 0.0
+        release_request.stage = "Waiting for a worker"
+        release_request.error = ""
+        release_request.summary = {}
+        release_request.extract_path = ""
+        release_request.extract_sha256 = ""
+        release_request.package_sha256 = ""
+        release_request.submitted_at = timezone.now()
+        release_request.started_at = None
+        release_request.heartbeat_at = None
+        release_request.finished_at = None
+        release_request.save()
+        audit.record(
+            AuditEvent.Action.RESUBMIT,
+            user,
+            request=release_request,
+            round=release_request.round,
+            comment=response,
+            queries=_describe(queries),
+            epsilon=budget.show(epsilon),
+        )
+        transaction.on_commit(lambda: [storage.delete_quietly(p) for p in old_paths])
+        dispatch.enqueue(TASK, release_request.pk)
+    return release_request
+
+
+# --- Running a release (the worker's body) ---------------------------------------------------------
+
+
+def _progress(request_id: int, fraction: float, stage: str) -> None:
+    still_running = ReleaseRequest.objects.filter(pk=request_id, state=State.RUNNING).update(
+        progress=fraction, stage=stage, heartbeat_at=timezone.now()
+    )
+    if not still_running:
+        raise RunCancelled()
+
+
+def _claim(request_id: int) -> ReleaseRequest | None:
+    with transaction.atomic():
+        release_request = _locked(request_id)
+        refused = lifecycle.refusal("start_run", None, release_request)
+        if refused is not None:
+            logger.info("Statistics release %s: nothing to run (%s)", request_id, refused[1])
+            return None
+        release_request.state = lifecycle.target(release_request.state, "start_run")
+        release_request.started_at = release_request.heartbeat_at = timezone.now()
+        release_request.progress = 0.05
+        release_request.stage = "Spending the privacy budget"
+        release_request.save(
+            update_fields=["state", "started_at", "heartbeat_at", "progress", "stage"]
+        )
+        audit.record(
+            AuditEvent.Action.RUN_START, None, request=release_request, round=release_request.round
+        )
+    return release_request
+
+
+def _spend(release_request: ReleaseRequest, queries: list[dp.Query]) -> BudgetEntry:
+    """The round's spend: made now (committed before any noise is drawn), or the one this
+    round already made when the task is delivered a second time."""
+    earlier = budget.spend_of_round(release_request, release_request.round)
+    if earlier is not None:
+        return earlier
+    epsilon, delta = _amount(queries)
+    return budget.spend(
+        release_request.dataset,
+        epsilon,
+        delta,
+        release_request.requested_by,
+        {
+            "round": release_request.round,
+            "request": release_request.pk,
+            "queries": _describe(queries),
+        },
+        release_request=release_request,
+    )
+
+
+def _budget_figures(entry: BudgetEntry) -> dict:
+    """The budget around a spend: the total in force, what remained before and after it."""
+    total = entry.epsilon + entry.epsilon_remaining
+    budget_row = budget.budget_of(entry.dataset) if entry.dataset_id else None
+    return {
+        "entry": entry.pk,
+        "spent_at": entry.created_at.isoformat(),
+        "epsilon": budget.show(entry.epsilon),
+        "delta": budget.show(entry.delta),
+        "before": budget.show(total),
+        "after": budget.show(entry.epsilon_remaining),
+        "delta_before": budget.show(entry.delta + entry.delta_remaining),
+        "delta_after": budget.show(entry.delta_remaining),
+        "total": budget.show(budget_row.epsilon_total) if budget_row else None,
+        "delta_total": budget.show(budget_row.delta_total) if budget_row else None,
+    }
+
+
+def _frame(release_request: ReleaseRequest, queries: list[dp.Query]) -> pd.DataFrame:
+    """The columns the queries read (a count alone reads the first column, for its rows)."""
+    dataset = release_request.dataset
+    needed = sorted({c for q in queries for c in q.columns})
+    if not needed:
+        needed = dataset_columns(dataset)[:1]
+    return datasets.load_frame(dataset, columns=needed)
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+def table_csv(result: dp.ReleaseResult) -> bytes:
+    """One row per published number (formulas neutralised, as in every CSV the app writes)."""
+    rows = result.table_rows()
+    plans = {r.plan.index + 1: r.plan for r in result.results}
+    frame = pd.DataFrame(
+        [
+            {
+                "query": str(row["query"]),
+                "statistic": row["statistic"],
+                "group": row["group"],
+                "value": _cell(row["value"]),
+                "error_95": _cell(row["error"]),
+                "error_kind": row["error_kind"],
+                "epsilon": _cell(row["epsilon"]),
+                "delta": _cell(plans[row["query"]].delta),
+                "mechanism": row["mechanism"],
+            }
+            for row in rows
+        ],
+        columns=CSV_COLUMNS,
+        dtype=object,
+    )
+    out = io.BytesIO()
+    write_csv(frame, out)
+    return out.getvalue()
+
+
+def methods(result: dict) -> list[dict]:
+    """Per query, the methods note: what it is, mechanism, ε, δ, bounds, error at 95 %."""
+    notes = []
+    for r in result.get("results", []):
+        query = r.get("query") or {}
+        bounds = [query["lower"], query["upper"]] if "lower" in query and "upper" in query else None
+        notes.append(
+            {
+                "query": r["index"] + 1,
+                "kind": r["kind"],
+                "statistic": r["description"],
+                "mechanism": r["mechanism"],
+                "epsilon": r["epsilon"],
+                "delta": r["delta"],
+                "bounds": bounds,
+                "groups": query.get("by", []),
+                "noise_scale": r["scale"],
+                "sensitivity": r["sensitivity"],
+                "error_95": r["error"],
+                "error_kind": r["error_kind"],
+                "error_note": r["error_note"],
+            }
+        )
+    return notes
+
+
+def tables_json(release_request: ReleaseRequest, result: dp.ReleaseResult) -> bytes:
+    """The JSON file: the release's methods note and its results, exactly those reviewed (the
+    "result" member's canonical SHA-256 is ``result_sha256``)."""
+    data = result.to_dict()
+    content = {
+        "release": release_request.pk,
+        "round": release_request.round,
+        "dataset": release_request.dataset.name,
+        "epsilon": result.epsilon,
+        "delta": result.delta,
+        "confidence": result.confidence,
+        "privacy_unit": result.privacy_unit,
+        "composition": result.composition,
+        "opendp_version": result.opendp_version,
+        "methods": methods(data),
+        "result": data,
+        "result_sha256": result.sha256,
+    }
+    return (
+        json.dumps(content, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False) + "\n"
+    ).encode("utf-8")
+
+
+def _store(release_request: ReleaseRequest, result: dp.ReleaseResult) -> list[ReleaseFile]:
+    files: list[ReleaseFile] = []
+    try:
+        for fmt, data in (
+            (Format.CSV, table_csv(result)),
+            (Format.JSON, tables_json(release_request, result)),
+        ):
+            files.append(
+                ReleaseFile(
+                    request=release_request,
+                    round=release_request.round,
+                    format=fmt,
+                    sha256=storage.sha256_hex(data),
+                    size_bytes=len(data),
+                    path=storage.save_bytes("statistics", package.SUFFIXES[fmt], data),
+                )
+            )
+    except BaseException:
+        _discard(files)
+        raise
+    return files
+
+
+def _discard(files: list[ReleaseFile]) -> None:
+    for stored in files:
+        storage.delete_quietly(stored.path)
+
+
+def run_statistics(request_id: int) -> None:
+    """Spend, then draw the noise once and store the tables: the round is ready for review.
+
+    The spend commits before any noise is drawn; a run that fails or is cancelled after it
+    keeps its spend (and says so on its page and in the ledger)."""
+    release_request = _claim(request_id)
+    if release_request is None:
+        return
+    files: list[ReleaseFile] = []
+    try:
+        queries = parse_queries(release_request.queries, release_request.dataset)
+        entry = _spend(release_request, queries)
+        _progress(release_request.pk, 0.3, "Drawing the noise (once)")
+        result = dp.run_release(_frame(release_request, queries), queries)
+        _progress(release_request.pk, 0.8, "Writing the tables")
+        files = _store(release_request, result)
+        by_format = {f.format: f for f in files}
+        digest = package.package_digest({f.format: f.sha256 for f in files})
+        summary = {
+            "kind": STATISTICS,
+            "result": result.to_dict(),
+            "result_sha256": result.sha256,
+            "epsilon": budget.show(Decimal(repr(result.epsilon))),
+            "delta": budget.show(Decimal(repr(result.delta))),
+            "budget": _budget_figures(entry),
+        }
+        with transaction.atomic():
+            finished = ReleaseRequest.objects.filter(
+                pk=release_request.pk, state__in=lifecycle.sources("finish_run")
+            ).update(
+                state=lifecycle.target(State.RUNNING, "finish_run"),
+                progress=1.0,
+                stage="Ready for review",
+                finished_at=timezone.now(),
+                extract_path=by_format[Format.CSV].path,
+                extract_sha256=by_format[Format.CSV].sha256,
+                package_sha256=digest,
+                summary=summary,
+            )
+            if not finished:
+                raise RunCancelled()
+            ReleaseFile.objects.bulk_create(files)
+            audit.record(
+                AuditEvent.Action.RUN_END,
+                None,
+                request=release_request,
+                round=release_request.round,
+                kind=STATISTICS,
+                epsilon=summary["epsilon"],
+                result_sha256=result.sha256,
+                sha256=by_format[Format.CSV].sha256,
+                package_sha256=digest,
+                files={f.format: f.sha256 for f in files},
+            )
+    except RunCancelled:
+        _discard(files)
+        audit.record(
+            AuditEvent.Action.RUN_CANCELLED,
+            None,
+            request=release_request,
+            round=release_request.round,
+        )
+    except (EngineError, InvalidInput, PermissionDenied) as exc:
+        _discard(files)
+        _fail(release_request, str(exc))
+    except Exception:
+        logger.exception("Statistics release %s failed", request_id)
+        _discard(files)
+        _fail(
+            release_request,
+            "The run stopped because of an internal error. The administrators can find the "
+            "details in the worker's log.",
+        )
+
+
+def _fail(release_request: ReleaseRequest, reason: str) -> None:
+    spent = budget.spend_of_round(release_request, release_request.round)
+    if spent is not None:
+        reason += f" The privacy budget was spent all the same (ε {budget.show(spent.epsilon)})."
+    with transaction.atomic():
+        failed = ReleaseRequest.objects.filter(
+            pk=release_request.pk, state__in=lifecycle.sources("fail_run")
+        ).update(
+            state=lifecycle.target(State.RUNNING, "fail_run"),
+            error=reason,
+            stage="Failed",
+            finished_at=timezone.now(),
+        )
+        if not failed:
+            return  # cancelled meanwhile: the cancellation stands
+        audit.record(
+            AuditEvent.Action.RUN_FAILED,
+            None,
+            request=release_request,
+            round=release_request.round,
+            reason=reason,
+        )
+
+
+# --- Checks before approval ------------------------------------------------------------------------
+
+
+def checks(release_request: ReleaseRequest) -> list[Check]:
+    """What a statistics round must satisfy before approval: its results are there and are
+    those in its files, its spend is in the ledger, and the files are the stored bytes."""
+    summary = release_request.summary or {}
+    result = summary.get("result")
+    if not result:
+        return [Check("result", False, "There is no result to check.")]
+    out = []
+    expected = len(release_request.queries or [])
+    got = len(result.get("results", []))
+    sha = hashlib.sha256(dp.canonical_json(result)).hexdigest()
+    out.append(
+        Check(
+            "results",
+            got == expected and sha == summary.get("result_sha256"),
+            f"{got} results for {expected} queries, SHA-256 {sha[:12]}…"
+            if sha == summary.get("result_sha256")
+            else "the stored results do not match their SHA-256",
+        )
+    )
+    spent = budget.spend_of_round(release_request, release_request.round)
+    requested = dp.requested_epsilon(dp.queries_from_list(release_request.queries))
+    if spent is None:
+        out.append(Check("privacy budget spent", False, "no spend of this round is in the ledger"))
+    else:
+        out.append(
+            Check(
+                "privacy budget spent",
+                spent.epsilon >= requested,
+                f"ε {budget.show(spent.epsilon)} spent (line {spent.pk} of the ledger) for the "
+                f"queries' ε {budget.show(requested)}",
+            )
+        )
+    out.append(_files_check(release_request, summary))
+    return out
+
+
+def _files_check(release_request: ReleaseRequest, summary: dict) -> Check:
+    files = {f.format: f for f in release_request.files.filter(round=release_request.round)}
+    missing = [fmt for fmt in (Format.CSV, Format.JSON) if fmt not in files]
+    if missing:
+        return Check("files", False, f"no {' or '.join(missing).upper()} file for this round")
+    for stored in files.values():
+        if not storage.exists(stored.path) or storage.sha256_of(stored.path) != stored.sha256:
+            return Check(
+                "files", False, f"the {stored.get_format_display()} file is not the stored bytes"
+            )
+    content = json.loads(storage.read_bytes(files[Format.JSON].path))
+    inside = dp.canonical_json(content.get("result"))
+    if storage.sha256_hex(inside) != summary.get("result_sha256"):
+        return Check("files", False, "the JSON file does not hold the results shown here")
+    return Check("files", True, "CSV and JSON stored intact; the JSON holds the results shown")
+
+
+# --- The release report ------------------------------------------------------------------------
+
+
+def report(release_request: ReleaseRequest, audience: str) -> dict:
+    """The release report of a statistics release (``services.report.build`` hands it here).
+
+    Both audiences get the methods note per query (mechanism, ε, δ, bounds, error at 95 %,
+    privacy unit, composition) with the noisy values, the budget figures, the approvals, the
+    files and the terms: the noisy statistics are the release, nothing of the original is in
+    it. Officers and the requester also get the checks, every review and the recipients."""
+    from ..selectors import current_approvals, recipient_names, round_files
+    from .downloads import filename_stem
+    from .report import REPORT_VERSION, REVIEWER, _iso
+
+    files = round_files(release_request)
+    approvals = list(current_approvals(release_request))
+    stem = filename_stem(release_request)
+    released = release_request.state in ReleaseRequest.RELEASED_STATES
+    content: dict = {
+        "report_version": REPORT_VERSION,
+        "kind": STATISTICS,
+        "generated_at": timezone.now().isoformat(),
+        "audience": audience,
+        "release": {
+            "id": release_request.pk,
+            "round": release_request.round,
+            "state": release_request.effective_state,
+            "state_label": release_request.effective_state_label,
+            "requested_by": release_request.requested_by.get_username(),
+            "submitted_at": _iso(release_request.submitted_at),
+            "approved_at": _iso(release_request.decided_at) if released else None,
+            "expires_at": _iso(release_request.expires_at),
+            "revoked": {
+                "at": _iso(release_request.revoked_at),
+                "by": release_request.revoked_by.get_username()
+                if release_request.revoked_by
+                else None,
+                "reason": release_request.revocation_reason,
+            }
+            if release_request.revoked_at
+            else None,
+        },
+        "dataset": {"name": release_request.dataset.name, "sha256": release_request.dataset.sha256},
+        "extract": {
+            "sha256": release_request.extract_sha256,
+            "package_sha256": release_request.package_sha256,
+            "files": [
+                {
+                    "format": f.format,
+                    "filename": f"{stem}{package.SUFFIXES[f.format]}",
+                    "sha256": f.sha256,
+                    "size_bytes": f.size_bytes,
+                }
+                for f in files
+            ],
+            "not_offered": {},
+        },
+        **_statistics_sections(release_request),
+        "approvals": [
+            {"by": r.reviewer.get_username(), "at": _iso(r.created_at)} for r in approvals
+        ],
+        "terms": {"text": release_request.terms, "sha256": release_request.terms_sha256},
+        "compliance": compliance(release_request, files),
+    }
+    if audience == REVIEWER:
+        content["checks"] = [
+            {"name": c.name, "passed": c.passed, "detail": c.detail}
+            for c in (checks(release_request) if release_request.summary else [])
+        ]
+        content["reviews"] = [
+            {
+                "round": r.round,
+                "by": r.reviewer.get_username(),
+                "decision": r.decision,
+                "comment": r.comment,
+                "package_sha256": r.package_sha256,
+                "at": _iso(r.created_at),
+            }
+            for r in release_request.reviews.select_related("reviewer").order_by(
+                "round", "created_at", "id"
+            )
+            if r.round < release_request.round
+            or release_request.state != ReleaseRequest.State.READY
+        ]
+        content["recipients"] = recipient_names(release_request)
+        content["terms"]["accepted_by"] = [
+            {"user": a.user.get_username(), "at": _iso(a.accepted_at)}
+            for a in release_request.terms_acceptances.select_related("user").filter(
+                terms_sha256=release_request.terms_sha256
+            )
+        ]
+    return content
+
+
+def _statistics_sections(release_request: ReleaseRequest) -> dict:
+    """The statistics part of the release report: the methods note per query with its noisy
+    value, the privacy figures and the budget. Noisy values only: nothing of the original."""
+    summary = release_request.summary or {}
+    result = summary.get("result") or {}
+    notes = methods(result)
+    for note, r in zip(notes, result.get("results", []), strict=False):
+        note["value"] = r["value"]
+        note["error_95"] = r["error"]
+        note["rows"] = dp.QueryResult.from_dict(r).table_rows()
+    spend = summary.get("budget") or {}
+    return {
+        "statistics": {
+            "queries": notes,
+            "epsilon": summary.get("epsilon"),
+            "delta": summary.get("delta"),
+            "confidence": result.get("confidence"),
+            "privacy_unit": result.get("privacy_unit"),
+            "composition": result.get("composition"),
+            "opendp_version": result.get("opendp_version"),
+            "result_sha256": summary.get("result_sha256"),
+        },
+        "budget": {
+            "epsilon_spent": spend.get("epsilon"),
+            "delta_spent": spend.get("delta"),
+            "before": spend.get("before"),
+            "after": spend.get("after"),
+            "spent_at": spend.get("spent_at"),
+        },
+    }
+
+
+def compliance(release_request: ReleaseRequest, files: list) -> list[dict]:
+    """The checklist items of a statistics release, each from facts the app holds."""
+    from .report import DONE, NOT_APPLICABLE, OPEN, _item
+
+    summary = release_request.summary or {}
+    items = []
+    if summary.get("result"):
+        items.append(
+            _item(
+                "mechanisms",
+                "Noise from a vetted library, drawn once",
+                DONE,
+                f"OpenDP {summary['result'].get('opendp_version')}: every mechanism and the "
+                "accounting; the noise was drawn once, in the worker, and reviewed as stored.",
+            )
+        )
+        items.append(
+            _item(
+                "budget",
+                "Within the dataset's privacy budget",
+                DONE if summary.get("budget") else OPEN,
+                f"ε {summary['budget']['epsilon']} spent of the ε {summary['budget']['before']} "
+                f"that remained; ε {summary['budget']['after']} remains."
+                if summary.get("budget")
+                else "No spend is recorded.",
+            )
+        )
+        bounded = [q for q in release_request.queries if "lower" in q and "upper" in q]
+        items.append(
+            _item(
+                "bounds",
+                "Bounds set by the steward, not taken from the data",
+                DONE if bounded else NOT_APPLICABLE,
+                f"{len(bounded)} quer{'y clamps its' if len(bounded) == 1 else 'ies clamp their'} "
+                "values to the bounds the steward typed."
+                if bounded
+                else "No query needs bounds.",
+            )
+        )
+    else:
+        items.append(_item("result", "Noisy results", OPEN, "No result yet."))
+    named = release_request.recipients.count() + release_request.recipient_groups.count()
+    if not release_request.terms.strip():
+        status, reason = OPEN, "The release has no terms of use."
+    elif not named:
+        status, reason = OPEN, "No recipient is named on the release."
+    else:
+        status, reason = DONE, "Terms of use for the named recipients, accepted before download."
+    items.append(_item("agreement", "Data sharing agreement in place", status, reason))
+    items.append(
+        _item(
+            "files",
+            "Files bound to the review",
+            DONE if files else OPEN,
+            "CSV and JSON with their SHA-256, approved as a package." if files else "No files yet.",
+        )
+    )
+    return items
