@@ -247,6 +247,10 @@ MAX_COLUMNS = int(os.environ.get("MAX_COLUMNS", 5_000))
 MAX_CELL_BYTES = int(os.environ.get("MAX_CELL_BYTES", 1024 * 1024))
 MAX_COMPRESSION_RATIO = float(os.environ.get("MAX_COMPRESSION_RATIO", 100))
 
+# Largest release extract (rows x columns) also written as Excel: an .xlsx is written cell by
+# cell (tens of thousands of cells a second); past this the package holds CSV and Parquet.
+XLSX_MAX_CELLS = int(os.environ.get("XLSX_MAX_CELLS", 2_000_000))
+
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 
 REDIS_URL = os.environ.get("REDIS_URL", "redis://127.0.0.1:6379/0")

@@ -59,6 +59,8 @@ def _kept(column: pd.Series, keep_rows: np.ndarray, dropped: bool):
     if isinstance(column.dtype, pd.CategoricalDtype):
         kept = column.array[keep_rows]
         return kept.remove_unused_categories() if dropped else kept
+    if isinstance(column.dtype, pd.ArrowDtype):  # Arrow strings stay Arrow (no object per cell)
+        return column.array[keep_rows] if dropped else column.array
     return column.to_numpy()[keep_rows]
 
 

@@ -47,6 +47,20 @@ def _neutralise_values(values: pd.Index | np.ndarray) -> np.ndarray:
     return np.where(risky, "'" + text, text).astype(object)
 
 
+def _arrow_of(series: pd.Series) -> pa.ChunkedArray:
+    """The Arrow array behind a ``string[pyarrow]`` column (no copy)."""
+    return pa.chunked_array(series.array.__arrow_array__())
+
+
+def _neutralise_arrow(array: pa.ChunkedArray) -> pa.ChunkedArray:
+    """:func:`neutralise_cell` on every value of an Arrow string array, computed by Arrow."""
+    risky = pc.and_kleene(
+        pc.match_substring_regex(array, _DANGEROUS),
+        pc.invert(pc.match_substring_regex(array, f"^(?:{_PLAIN_NUMBER})$")),
+    )
+    return pc.if_else(risky, pc.binary_join_element_wise("'", array, ""), array)
+
+
 def _is_text(series: pd.Series) -> bool:
     return (
         isinstance(series.dtype, pd.CategoricalDtype)
@@ -80,6 +94,10 @@ def neutralise_formulas(df: pd.DataFrame) -> pd.DataFrame:
     for col in out.columns:
         series = out[col]
         if not _is_text(series):
+            continue
+        if isinstance(series.dtype, pd.ArrowDtype):
+            safe = _neutralise_arrow(_arrow_of(series))
+            out[col] = pd.Series(pd.arrays.ArrowExtensionArray(safe), index=series.index)
             continue
         if isinstance(series.dtype, pd.CategoricalDtype):
             categories = series.cat.categories
@@ -118,8 +136,24 @@ def _quote(values: np.ndarray, delimiter: str, single_column: bool) -> np.ndarra
     return out.astype(object)
 
 
-def _column_parts(series: pd.Series, delimiter: str, single: bool) -> tuple[pa.Array, np.ndarray]:
-    """(quoted distinct values, codes) of one column, ready to be taken batch by batch."""
+def _quote_arrow(array: pa.Array, delimiter: str, single_column: bool) -> pa.Array:
+    """:func:`_quote` computed by Arrow on every cell of a batch (a missing cell is "")."""
+    text = pc.fill_null(array, "")
+    special = "[" + re.escape(delimiter + '"\n\r') + "]"
+    quoted = pc.binary_join_element_wise('"', pc.replace_substring(text, '"', '""'), '"', "")
+    out = pc.if_else(pc.match_substring_regex(text, special), quoted, text)
+    if single_column:
+        out = pc.if_else(pc.equal(text, ""), pa.scalar('""'), out)
+    return out
+
+
+def _column_parts(
+    series: pd.Series, delimiter: str, single: bool
+) -> tuple[pa.Array | pa.ChunkedArray, np.ndarray | None]:
+    """(quoted distinct values, codes) of one column, ready to be taken batch by batch; for
+    Arrow strings (a value per row: IDs, free text), (the cells, None), quoted batch by batch."""
+    if isinstance(series.dtype, pd.ArrowDtype):
+        return _arrow_of(series), None
     if _is_text(series):
         codes, values = _codes_and_values(series)
     else:
@@ -172,7 +206,12 @@ def write_csv(
     rows = len(frame)
     for start in range(0, rows, batch_rows):
         stop = min(rows, start + batch_rows)
-        cells = [pc.take(values, pa.array(codes[start:stop])) for values, codes in parts]
+        cells = [
+            pc.take(values, pa.array(codes[start:stop]))
+            if codes is not None
+            else _quote_arrow(values.slice(start, stop - start).combine_chunks(), delimiter, single)
+            for values, codes in parts
+        ]
         if not cells:
             emit(b"\n" * (stop - start))
             continue

@@ -95,21 +95,44 @@ def read_arrow(dataset: Dataset, columns: list[str] | None = None) -> pa.Table:
         return pq.ParquetFile(path, read_dictionary=names).read(columns=names, use_threads=True)
 
 
+#: Above this many distinct values a column read ``categorical`` comes as Arrow strings instead
+#: (IDs, free text): a Categorical's categories would be one Python string per distinct value.
+CATEGORICAL_MAX_VALUES = 200_000
+
+
 def read(
-    dataset: Dataset, columns: list[str] | None = None, categorical: bool = False
+    dataset: Dataset,
+    columns: list[str] | None = None,
+    categorical: bool = False,
+    categorical_max: int = CATEGORICAL_MAX_VALUES,
 ) -> pd.DataFrame:
     """The named columns (all when None) as strings ("" for missing values), in the order asked.
 
-    ``categorical``: pandas Categoricals (a small integer per row, so millions of rows fit);
-    else object strings, as callers that group on them without ``observed=True`` need.
+    ``categorical``: pandas Categoricals (a small integer per row, so millions of rows fit),
+    except columns with more than ``categorical_max`` distinct values, which come as pandas
+    Arrow strings (``string[pyarrow]``: Arrow buffers, no Python object per cell); else object
+    strings, as callers that group on them without ``observed=True`` need.
     """
     with opened(dataset) as path:
         names = _names(path, columns)
         parquet = pq.ParquetFile(path, read_dictionary=names if categorical else None)
         table = parquet.read(columns=names, use_threads=True)
-    frame = table.to_pandas()
-    frame.columns = names
-    return frame
+    if not categorical:
+        frame = table.to_pandas()
+        frame.columns = names
+        return frame
+    return pd.DataFrame(
+        {f"c{i}": _as_pandas(column, categorical_max) for i, column in enumerate(table.columns)}
+    ).set_axis(names, axis=1)
+
+
+def _as_pandas(column: pa.ChunkedArray, categorical_max: int) -> pd.Series:
+    """A dictionary-encoded column as a Categorical, or as Arrow strings past the bound."""
+    if column.num_chunks:
+        column = column.unify_dictionaries()
+        if len(column.chunk(0).dictionary) > categorical_max:
+            return pd.Series(pd.arrays.ArrowExtensionArray(pc.cast(column, pa.string())))
+    return column.to_pandas()
 
 
 def open_local(path: Path) -> pq.ParquetFile:

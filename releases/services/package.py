@@ -17,8 +17,10 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 import xlsxwriter
+from django.conf import settings
 
 from ..engine.export import neutralise_formulas, write_csv
 from ..models import ReleaseFile
@@ -46,12 +48,22 @@ def shuffle(data: pd.DataFrame, seed: int) -> np.ndarray:
     return np.random.default_rng(seed).permutation(len(data))
 
 
-def xlsx_refusal(rows: int) -> str:
-    """Why an extract of ``rows`` rows has no Excel file (empty when it has one)."""
+def xlsx_refusal(rows: int, columns: int = 1) -> str:
+    """Why an extract of ``rows`` rows and ``columns`` columns has no Excel file (empty when it
+    has one): a worksheet's row limit, and the site's ``XLSX_MAX_CELLS`` (an Excel file is
+    written cell by cell, about 50,000 to 100,000 cells a second; a run writes no file for
+    minutes that CSV and Parquet hold in seconds)."""
     if rows > XLSX_MAX_ROWS:
         return (
             f"Excel is not offered: the extract has {rows:,} rows and a worksheet holds at most "
             f"{XLSX_MAX_ROWS:,} below its header. Use CSV or Parquet."
+        )
+    cells = rows * max(columns, 1)
+    if cells > settings.XLSX_MAX_CELLS:
+        return (
+            f"Excel is not offered: the extract has {cells:,} cells and this site writes Excel "
+            f"files of at most {settings.XLSX_MAX_CELLS:,} (XLSX_MAX_CELLS), which take a "
+            "minute to write already. Use CSV or Parquet: they hold the same cells."
         )
     return ""
 
@@ -84,10 +96,38 @@ def _write_xlsx(data: pd.DataFrame, path: Path) -> None:
     workbook.close()
 
 
+#: Rows of a Parquet row group (and of a batch taken from the frame).
+PARQUET_ROW_GROUP = 1024 * 1024
+
+
+def _parquet_column(series: pd.Series) -> tuple[pa.Array | pa.ChunkedArray, np.ndarray | None]:
+    """(values, codes) of a column: a Categorical's categories and codes, taken per batch by
+    Arrow (never a Python string per cell); Arrow strings as they are; other columns as text."""
+    if isinstance(series.dtype, pd.CategoricalDtype):
+        categories = pa.array(np.asarray(series.cat.categories.astype(str), dtype=object))
+        return categories, series.cat.codes.to_numpy()
+    if isinstance(series.dtype, pd.ArrowDtype):
+        return pa.chunked_array(series.array.__arrow_array__()).cast(pa.string()), None
+    return pa.chunked_array([pa.array(series.astype(str).to_numpy(dtype=object))]), None
+
+
 def _write_parquet(data: pd.DataFrame, path: Path) -> None:
-    # Parquet is no spreadsheet: values are written as they are, as strings.
-    table = pa.Table.from_pandas(data.astype(str), preserve_index=False)
-    pq.write_table(table, path, compression="zstd")
+    # Parquet is no spreadsheet: values are written as they are, as strings, a row group at a
+    # time from the columns' codes.
+    names = [str(c) for c in data.columns]
+    schema = pa.schema([(name, pa.string()) for name in names])
+    parts = [_parquet_column(data[c]) for c in data.columns]
+    rows = len(data)
+    with pq.ParquetWriter(path, schema, compression="zstd") as writer:
+        for start in range(0, max(rows, 1), PARQUET_ROW_GROUP):
+            stop = min(rows, start + PARQUET_ROW_GROUP)
+            columns = [
+                pc.take(values, pa.array(codes[start:stop], type=pa.int32()))
+                if codes is not None
+                else values.slice(start, stop - start).combine_chunks()
+                for values, codes in parts
+            ]
+            writer.write_table(pa.Table.from_arrays(columns, schema=schema))
 
 
 WRITERS = {Format.CSV: _write_csv, Format.XLSX: _write_xlsx, Format.PARQUET: _write_parquet}
@@ -103,7 +143,7 @@ def write_files(data: pd.DataFrame, directory: Path) -> dict[str, Path]:
     """Write every format the extract can have into ``directory``; {format: local path}."""
     out: dict[str, Path] = {}
     for fmt in ReleaseFile.ORDER:
-        if fmt == Format.XLSX and xlsx_refusal(len(data)):
+        if fmt == Format.XLSX and xlsx_refusal(len(data), len(data.columns)):
             continue
         path = directory / f"extract{SUFFIXES[fmt]}"
         WRITERS[fmt](data, path)

@@ -532,14 +532,29 @@ class RunCancelled(Exception):
     """The request left the running state while the worker was on it (it was cancelled)."""
 
 
-def released_columns(snapshot: dict, frame: pd.DataFrame) -> list[str]:
-    """The extract's columns, in the dataset's order.
+def released_columns(snapshot: dict, frame: pd.DataFrame | list[str]) -> list[str]:
+    """The extract's columns, in the dataset's order (``frame``: its frame, or its names).
 
     Snapshots made before every column had an explicit role list no ``released`` columns:
     for those, every column but the identifiers (what was released then)."""
+    names = list(frame.columns) if isinstance(frame, pd.DataFrame) else list(frame)
     if "released" in snapshot:
-        return [c for c in frame.columns if c in set(snapshot["released"])]
-    return [c for c in frame.columns if c not in set(snapshot["identifiers"])]
+        return [c for c in names if c in set(snapshot["released"])]
+    return [c for c in names if c not in set(snapshot["identifiers"])]
+
+
+def load_released(dataset: Dataset, snapshot: dict) -> tuple[pd.DataFrame, list[str]]:
+    """(the released columns of ``dataset``, every column's name in the dataset's order).
+
+    Only the columns that leave are read from the column store, as Categoricals (a small code
+    per row; IDs and free text as Arrow strings): identifiers and withheld columns never reach
+    the worker's memory. The run and a reproduction read the same way, so they write the same
+    bytes."""
+    names = list(dataset.columns.order_by("position").values_list("name", flat=True))
+    if not names:  # datasets profiled before columns were recorded
+        names = list(datasets.load_frame(dataset, categorical=True).columns)
+    released = released_columns(snapshot, names)
+    return datasets.load_frame(dataset, released, categorical=True), names
 
 
 def engine_config(
@@ -579,7 +594,8 @@ class BuiltRelease:
     result: object
     config: AnonymizationConfig
     data: pd.DataFrame
-    source_rows: list[int]
+    #: Per released row, its row in the input (an integer array).
+    source_rows: np.ndarray
 
 
 def build_release(
@@ -590,8 +606,9 @@ def build_release(
     config = engine_config(snapshot, params, released)
     result = anonymize(released, config, progress=progress)
     order = package.shuffle(result.data, seed)
+    # Taking rows permutes each column's codes (Categoricals, Arrow strings): no Python objects.
     data = result.data.iloc[order].reset_index(drop=True)
-    source = [int(result.source_rows[i]) for i in order]
+    source = np.asarray(result.source_rows)[order]
     return BuiltRelease(result, config, data, source)
 
 
@@ -667,7 +684,7 @@ def run_release(request_id: int) -> None:
     files: list[ReleaseFile] = []
     try:
         params = ReleaseParameters.of(release_request)
-        frame = datasets.load_frame(release_request.dataset)
+        frame, all_columns = load_released(release_request.dataset, release_request.config)
         _set_progress(release_request.pk, 0.1, "Searching for the best generalization")
         built = build_release(
             frame,
@@ -680,7 +697,7 @@ def run_release(request_id: int) -> None:
         files = _store_package(release_request, built.data)
         by_format = {f.format: f for f in files}
         digest = package.package_digest({f.format: f.sha256 for f in files})
-        summary = _summary(built, release_request, frame)
+        summary = _summary(built, release_request, frame, all_columns)
         classes = _classes(
             release_request,
             built.result,
@@ -760,8 +777,15 @@ def _finite_deep(value):
     return _finite(value)
 
 
+def _counts(values: pd.Series) -> pd.Series:
+    """A column's value counts, most frequent first (of the values that occur: a Categorical
+    counts by its codes, an unused category is not a value)."""
+    counts = values.value_counts(dropna=False)
+    return counts[counts > 0]
+
+
 def _distribution(values: pd.Series, limit: int = 12) -> list[list]:
-    counts = values.value_counts()
+    counts = _counts(values)
     top = [[str(v), int(c)] for v, c in counts.head(limit).items()]
     if len(counts) > limit:
         top.append(["(other values)", int(counts.iloc[limit:].sum())])
@@ -777,7 +801,7 @@ def unchanged_columns(frame: pd.DataFrame, snapshot: dict, released: list[str]) 
         role = snapshot.get("roles", {}).get(name, Role.INSENSITIVE)
         if role not in UNCHANGED_ROLES:
             continue
-        counts = frame[name].value_counts(dropna=False)
+        counts = _counts(frame[name])
         suggested = snapshot.get("suggested", {}).get(name, {})
         out.append(
             {
@@ -795,7 +819,19 @@ def unchanged_columns(frame: pd.DataFrame, snapshot: dict, released: list[str]) 
     return out
 
 
-def _summary(built: BuiltRelease, release_request: ReleaseRequest, frame: pd.DataFrame) -> dict:
+def _cells(frame: pd.DataFrame) -> list[list[str]]:
+    """A few rows as lists of strings (for the page's sample)."""
+    return [[str(v) for v in row] for row in frame.itertuples(index=False, name=None)]
+
+
+def _summary(
+    built: BuiltRelease,
+    release_request: ReleaseRequest,
+    frame: pd.DataFrame,
+    all_columns: list[str] | None = None,
+) -> dict:
+    """The figures the review pages show, computed once here from the run's columns (counts on
+    codes, a few sampled rows): pages read them, never the file."""
     result, config = built.result, built.config
     snapshot = release_request.config
     report = result.report()
@@ -803,9 +839,10 @@ def _summary(built: BuiltRelease, release_request: ReleaseRequest, frame: pd.Dat
     report["models"] = _finite_deep(report["models"])
     report["quasi_identifiers"] = list(config.quasi_identifiers)
     report["sensitive"] = list(config.sensitive)
-    released = released_columns(snapshot, frame)
+    all_columns = list(frame.columns) if all_columns is None else all_columns
+    released = released_columns(snapshot, all_columns)
     report["released_columns"] = list(built.data.columns)
-    report["withheld"] = [c for c in frame.columns if c not in released]
+    report["withheld"] = [c for c in all_columns if c not in released]
     report["unchanged"] = unchanged_columns(frame, snapshot, released)
     # What the risk figures cover: the quasi-identifiers, and not the columns released as is.
     report["risk_covers"] = {
@@ -813,7 +850,7 @@ def _summary(built: BuiltRelease, release_request: ReleaseRequest, frame: pd.Dat
         "not_covered": [u["name"] for u in report["unchanged"]],
     }
     report["shuffle_seed"] = release_request.shuffle_seed
-    report["xlsx_refusal"] = package.xlsx_refusal(len(built.data))
+    report["xlsx_refusal"] = package.xlsx_refusal(len(built.data), len(built.data.columns))
     # Per column, the original and the released distribution, side by side on the page.
     data = built.data
     report["distributions"] = {
@@ -828,39 +865,38 @@ def _summary(built: BuiltRelease, release_request: ReleaseRequest, frame: pd.Dat
     positions = built.source_rows[:SAMPLE_ROWS]
     report["sample"] = {
         "columns": shown,
-        "original": frame.iloc[positions][shown].values.tolist(),
-        "released": data.head(SAMPLE_ROWS)[shown].values.tolist(),
+        "original": _cells(frame[shown].iloc[positions]),
+        "released": _cells(data[shown].head(SAMPLE_ROWS)),
     }
     report["examples"] = _examples(built, frame)
-    class_sizes = result.classes["size"].astype(int)
-    report["class_size_histogram"] = _size_histogram(class_sizes.tolist())
+    report["class_size_histogram"] = _size_histogram(result.classes["size"].to_numpy())
     return report
 
 
 def _examples(built: BuiltRelease, frame: pd.DataFrame, per_attribute: int = 4) -> dict:
     """Per quasi-identifier, a few original values and what they became in the extract."""
-    kept = frame.iloc[built.source_rows[:2000]]
+    positions = built.source_rows[:2000]
     out: dict[str, list[list[str]]] = {}
     for name in built.config.quasi_identifiers:
-        pairs = zip(kept[name].tolist(), built.data[name].head(2000).tolist(), strict=True)
+        before = frame[name].iloc[positions].astype(str).tolist()
+        after = built.data[name].head(2000).astype(str).tolist()
+        pairs = zip(before, after, strict=True)
         out[name] = [list(pair) for pair in dict.fromkeys(pairs)][:per_attribute]
     return out
 
 
-def _size_histogram(sizes: list[int], bins: int = 20) -> list[list[int]]:
+def _size_histogram(sizes, bins: int = 20) -> list[list[int]]:
     """[[low, high, classes], ...] over class sizes, for the size distribution chart."""
-    if not sizes:
+    sizes = np.asarray(sizes, dtype=np.int64)
+    if not sizes.size:
         return []
-    low, high = min(sizes), max(sizes)
+    low, high = int(sizes.min()), int(sizes.max())
     if high - low < bins:
-        counts: dict[int, int] = {}
-        for size in sizes:
-            counts[size] = counts.get(size, 0) + 1
-        return [[s, s, counts.get(s, 0)] for s in range(low, high + 1)]
+        counts = np.bincount(sizes - low, minlength=high - low + 1)
+        return [[low + i, low + i, int(c)] for i, c in enumerate(counts)]
     width = math.ceil((high - low + 1) / bins)
-    out = [[low + i * width, low + (i + 1) * width - 1, 0] for i in range(bins)]
-    for size in sizes:
-        out[min((size - low) // width, bins - 1)][2] += 1
+    counts = np.bincount(np.minimum((sizes - low) // width, bins - 1), minlength=bins)
+    out = [[low + i * width, low + (i + 1) * width - 1, int(counts[i])] for i in range(bins)]
     return [b for b in out if b[0] <= high]
 
 
@@ -877,11 +913,12 @@ def _classes(
     table = result.classes
     counts: dict[str, dict[tuple, dict[str, int]]] = {}
     for name in sensitive:
-        grouped = result.data.groupby(qis, sort=False, dropna=False)[name].value_counts()
+        # observed=True: Categoricals would otherwise give every combination of categories.
+        grouped = result.data.groupby([*qis, name], sort=False, dropna=False, observed=True).size()
         per_class: dict[tuple, dict[str, int]] = {}
         for key, count in grouped.items():
             *class_key, value = key
-            per_class.setdefault(tuple(class_key), {})[str(value)] = int(count)
+            per_class.setdefault(tuple(str(k) for k in class_key), {})[str(value)] = int(count)
         counts[name] = per_class
     # "S:delta" -> (S, "delta"): stored under the sensitive attribute, as the page shows it.
     measures = [
@@ -891,7 +928,7 @@ def _classes(
     ]
     rows = []
     for record in table.to_dict("records"):
-        key = tuple(record[q] for q in qis)
+        key = tuple(str(record[q]) for q in qis)
         size = int(record["size"])
         fails = [m for m in str(record.get("fails") or "").split(",") if m]
         borderline = [m for m in str(record.get("borderline") or "").split(",") if m]

@@ -18,7 +18,7 @@ from django.utils import timezone
 
 from ..engine import EngineError
 from ..models import AuditEvent, ReleaseRequest, Reproduction
-from . import InvalidInput, audit, datasets, dispatch, lifecycle, package, release
+from . import InvalidInput, audit, dispatch, lifecycle, package, release
 
 logger = logging.getLogger(__name__)
 
@@ -82,7 +82,7 @@ def reproduce(reproduction_id: int) -> Reproduction | None:
         return reproduction
     expected = {f.format: f.sha256 for f in release_request.files.filter(round=reproduction.round)}
     try:
-        frame = datasets.load_frame(release_request.dataset)
+        frame, _ = release.load_released(release_request.dataset, release_request.config)
         built = release.build_release(
             frame,
             release_request.config,
