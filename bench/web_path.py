@@ -285,15 +285,26 @@ def _wait_for(user: User, path: str, done, what: str, timeout: float = 1800) -> 
 
 
 class Steps:
-    def __init__(self) -> None:
+    """Each step's time, and the peaks so far once it is done (which step made a peak)."""
+
+    def __init__(self, memory: PeakMemory) -> None:
         self.times: list[tuple[str, float, str]] = []
+        self.memory = memory
 
     @contextlib.contextmanager
     def step(self, name: str, note: str = ""):
         t0 = time.perf_counter()
         yield
         self.times.append((name, time.perf_counter() - t0, note))
-        print(f"  {name:<34} {self.times[-1][1]:8.1f} s  {note}", file=sys.stderr, flush=True)
+        self.memory._sample()
+        peaks = self.memory.report()
+        print(
+            f"  {name:<34} {self.times[-1][1]:8.1f} s   peaks so far: worker "
+            f"{peaks['worker']['largest_child_mb']:5.0f} MB, web "
+            f"{peaks['web']['largest_child_mb']:4.0f} MB  {note}",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 def walk(url: str, accounts: dict, source: Path, steps: Steps) -> dict:
@@ -425,8 +436,8 @@ def main(argv: list[str] | None = None) -> None:
             generate(args.rows, source.with_suffix(".part"))
             source.with_suffix(".part").rename(source)
 
-    steps = Steps()
     memory = PeakMemory()
+    steps = Steps(memory)
     with tempfile.TemporaryDirectory(prefix="anonymizer-web-bench-") as tmp:
         workdir = Path(tmp)
         with redis_server(workdir) as redis_url, database(args.sqlite, workdir) as db_url:

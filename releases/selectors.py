@@ -151,19 +151,29 @@ def current_approvals(release_request: ReleaseRequest) -> QuerySet[Review]:
     ).select_related("reviewer")
 
 
-def timeline_for(user, release_request: ReleaseRequest) -> list[AuditEvent]:
-    """The request's activity, without the open round's votes for a user who may not see them."""
-    events = list(audit.events_for_request(release_request))
+#: Events shown per page of a request's activity (newest first).
+EVENTS_PER_PAGE = 25
+
+
+def timeline_events(user, release_request: ReleaseRequest) -> QuerySet[AuditEvent]:
+    """The request's activity, newest first, without the open round's votes for a user who may
+    not see them (filtered by the database: a release can have thousands of downloads)."""
+    events = audit.events_for_request(release_request).order_by("-created_at", "-id")
     if votes_hidden_from(user, release_request):
-        events = [
-            e
-            for e in events
-            if not (
-                e.action == AuditEvent.Action.REVIEW
-                and e.detail.get("round") == release_request.round
-            )
-        ]
+        events = events.exclude(
+            action=AuditEvent.Action.REVIEW, detail__round=release_request.round
+        )
     return events
+
+
+def timeline_for(user, release_request: ReleaseRequest) -> list[AuditEvent]:
+    """The whole activity, oldest first (see :func:`timeline_page` for pages)."""
+    return list(reversed(timeline_events(user, release_request)))
+
+
+def timeline_page(user, release_request: ReleaseRequest, page_number=None) -> Page:
+    """One page of the request's activity, newest first."""
+    return Paginator(timeline_events(user, release_request), EVENTS_PER_PAGE).get_page(page_number)
 
 
 #: What a recipient's timeline shows: the release's life, not how it was prepared.
@@ -178,22 +188,33 @@ RECIPIENT_EVENTS = frozenset(
 )
 
 
-def recipient_timeline(user, release_request: ReleaseRequest) -> list[AuditEvent]:
+def recipient_events(user, release_request: ReleaseRequest) -> QuerySet[AuditEvent]:
     """A recipient's own acceptance and downloads, and the release's approval, revocation and
-    expiry (never comments, which may quote the original)."""
-    events = AuditEvent.objects.filter(
-        request=release_request, action__in=RECIPIENT_EVENTS
-    ).select_related("actor")
-    out = []
-    for e in events:
-        if e.action == AuditEvent.Action.REVIEW and e.detail.get("decision") != Decision.APPROVE:
-            continue
-        if e.action in (AuditEvent.Action.TERMS_ACCEPTED, AuditEvent.Action.DOWNLOAD) and (
-            e.actor_id != user.pk
-        ):
-            continue
-        out.append(e)
-    return out
+    expiry (never comments, which may quote the original), newest first."""
+    Action = AuditEvent.Action
+    return (
+        AuditEvent.objects.filter(request=release_request)
+        .filter(
+            Q(action__in=[Action.REVOKE, Action.EXPIRE])
+            | Q(action=Action.REVIEW, detail__decision=Decision.APPROVE)
+            | Q(action__in=[Action.TERMS_ACCEPTED, Action.DOWNLOAD], actor_id=user.pk)
+        )
+        .select_related("actor")
+        .order_by("-created_at", "-id")
+    )
+
+
+def recipient_timeline(user, release_request: ReleaseRequest) -> list[AuditEvent]:
+    """:func:`recipient_events`, oldest first."""
+    return list(reversed(recipient_events(user, release_request)))
+
+
+def activity_page(user, release_request: ReleaseRequest, page_number=None) -> Page:
+    """The page of activity ``user`` sees: the whole activity for those who see the original,
+    their own part of it for a recipient."""
+    if lifecycle.can_see_original(user, release_request):
+        return timeline_page(user, release_request, page_number)
+    return Paginator(recipient_events(user, release_request), EVENTS_PER_PAGE).get_page(page_number)
 
 
 # --- The package ---------------------------------------------------------------------------------
@@ -244,8 +265,6 @@ def classes_page(
     qis = [q["name"] for q in release_request.config.get("quasi_identifiers", [])]
     if attribute in qis and value:
         classes = classes.filter(**{f"values__{attribute}": value})
-    if order == "flagged":
-        classes = classes.annotate(flagged=Count("id", filter=~Q(fails=[]) | ~Q(borderline=[])))
     ordering = CLASS_ORDERINGS.get(order, CLASS_ORDERINGS["size"])
     return Paginator(classes.order_by(*ordering), CLASSES_PER_PAGE).get_page(page_number)
 
@@ -369,7 +388,7 @@ def _round_descriptions(rounds: list) -> list:
     return rounds
 
 
-def request_page(user, release_request: ReleaseRequest) -> dict:
+def request_page(user, release_request: ReleaseRequest, events_page=None) -> dict:
     """What the officer's and the requesting steward's page shows (the original included)."""
     from .services import review  # the checks
 
@@ -388,7 +407,7 @@ def request_page(user, release_request: ReleaseRequest) -> dict:
         "levels": quasi_identifier_levels(release_request, with_examples=True),
         "checks": review.checks(release_request) if summary else [],
         "unchanged": unchanged_columns(summary),
-        "events": timeline_for(user, release_request),
+        "events": timeline_page(user, release_request, events_page),
         "reviews": reviews_for(user, release_request),
         "votes_hidden": votes_hidden_from(user, release_request),
         "approvals": approvals_so_far(release_request),
@@ -408,7 +427,7 @@ def request_page(user, release_request: ReleaseRequest) -> dict:
     }
 
 
-def recipient_page(user, release_request: ReleaseRequest) -> dict:
+def recipient_page(user, release_request: ReleaseRequest, events_page=None) -> dict:
     """What a named recipient's page shows: facts about the extract only."""
     from .services import report
 
@@ -417,7 +436,7 @@ def recipient_page(user, release_request: ReleaseRequest) -> dict:
         "report": report.build(release_request, report.RECIPIENT),
         "buttons": lifecycle.buttons(user, release_request),
         "terms_accepted": terms_acceptance(user, release_request),
-        "events": recipient_timeline(user, release_request),
+        "events": activity_page(user, release_request, events_page),
         "files": round_files(release_request),
         "xlsx_refusal": (release_request.summary or {}).get("xlsx_refusal", ""),
     }

@@ -65,6 +65,7 @@ urlpatterns = [
     path("requests/<int:request_id>/", requests.request_detail, name="request_detail"),
     path("requests/<int:request_id>/status/", requests.request_status, name="request_status"),
     path("requests/<int:request_id>/classes/", requests.request_classes, name="request_classes"),
+    path("requests/<int:request_id>/activity/", requests.request_activity, name="request_activity"),
     path(
         "requests/<int:request_id>/classes/<int:class_id>/",
         requests.class_detail,

@@ -141,6 +141,16 @@ class Table:
         return Classes(self.counts, self.sensitive)
 
 
+def _sorted_unique(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``np.unique(key, return_inverse=True)`` by hashing, then sorting the distinct keys only:
+    on millions of rows it needs a fraction of the sort's memory and time."""
+    codes, uniques = pd.factorize(key, sort=False)
+    order = np.argsort(uniques, kind="stable")
+    rank = np.empty(len(order), dtype=np.int64)
+    rank[order] = np.arange(len(order), dtype=np.int64)
+    return uniques[order], rank[codes]
+
+
 def _group(cols: list[np.ndarray], cards: list[int]) -> tuple[np.ndarray, int, np.ndarray | None]:
     """Number the distinct combinations of code columns.
 
@@ -158,7 +168,7 @@ def _group(cols: list[np.ndarray], cards: list[int]) -> tuple[np.ndarray, int, n
     for col, card in zip(cols, cards, strict=True):
         card = max(int(card), 1)
         if space * card >= (1 << 62):
-            uniq, key = np.unique(key, return_inverse=True)
+            uniq, key = _sorted_unique(key)
             space = len(uniq)
             compacted = True
         key = key * card + col
@@ -168,8 +178,7 @@ def _group(cols: list[np.ndarray], cards: list[int]) -> tuple[np.ndarray, int, n
         position = np.cumsum(present) - 1
         inverse, uniq = position[key], np.flatnonzero(present)
     else:
-        uniq, inverse = np.unique(key, return_inverse=True)
-        inverse = inverse.reshape(-1)
+        uniq, inverse = _sorted_unique(key)
     if compacted:
         return inverse, len(uniq), None
     codes = np.empty((len(uniq), len(cols)), dtype=np.int32)
@@ -223,7 +232,8 @@ class EncodedData:
                     name, hierarchy, [g.astype(np.int32) for g in gen], labels, shares, frequency
                 )
             )
-            row_codes.append(codes.astype(np.int64))
+            # int32: 12 million rows of 8 attributes are 384 MB, not 768 MB.
+            row_codes.append(codes.astype(np.int32))
         cards = [a.cardinality(0) for a in attributes]
         row_class, m, base_codes = _group(row_codes, cards)
         counts = np.bincount(row_class, minlength=m).astype(np.int64)

@@ -54,6 +54,8 @@ class AuditEvent(models.Model):
 
     class Meta:
         ordering = ["created_at", "id"]
+        # A request's activity, a page at a time, newest first.
+        indexes = [models.Index(fields=["request", "created_at", "id"], name="event_request_time")]
 
     def __str__(self) -> str:
         return f"{self.created_at:%Y-%m-%d %H:%M:%S} {self.actor_name} {self.action}"

@@ -116,14 +116,21 @@ def read(
     with opened(dataset) as path:
         names = _names(path, columns)
         parquet = pq.ParquetFile(path, read_dictionary=names if categorical else None)
-        table = parquet.read(columns=names, use_threads=True)
-    if not categorical:
-        frame = table.to_pandas()
-        frame.columns = names
-        return frame
-    return pd.DataFrame(
-        {f"c{i}": _as_pandas(column, categorical_max) for i, column in enumerate(table.columns)}
-    ).set_axis(names, axis=1)
+        if not categorical:
+            frame = parquet.read(columns=names, use_threads=True).to_pandas()
+            frame.columns = names
+            return frame
+        # A column at a time: Arrow's int32 indices of one column, not of all, exist at once.
+        series = []
+        for name in dict.fromkeys(names):
+            column = parquet.read(columns=[name], use_threads=True).column(0)
+            series.append(_as_pandas(column, categorical_max))
+            del column
+            pa.default_memory_pool().release_unused()
+    by_name = dict(zip(dict.fromkeys(names), series, strict=True))
+    return pd.DataFrame({f"c{i}": by_name[name] for i, name in enumerate(names)}).set_axis(
+        names, axis=1
+    )
 
 
 def _as_pandas(column: pa.ChunkedArray, categorical_max: int) -> pd.Series:

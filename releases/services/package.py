@@ -12,6 +12,7 @@ import datetime
 import hashlib
 import importlib.metadata
 import secrets
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
@@ -68,10 +69,15 @@ def xlsx_refusal(rows: int, columns: int = 1) -> str:
     return ""
 
 
-def _write_csv(data: pd.DataFrame, path: Path) -> None:
-    # In batches through Arrow, formulas neutralised: never one string of the whole extract.
+#: Rows of the CSV assembled at a time (about 100 MB of text for Adult-like rows).
+CSV_BATCH_ROWS = 512 * 1024
+
+
+def _write_csv(data: pd.DataFrame, path: Path) -> str:
+    # In batches through Arrow, formulas neutralised: never one string of the whole extract;
+    # hashed as it is written.
     with open(path, "wb") as out:
-        write_csv(data, out)
+        return write_csv(data, out, batch_rows=CSV_BATCH_ROWS).sha256
 
 
 def _write_xlsx(data: pd.DataFrame, path: Path) -> None:
@@ -139,16 +145,31 @@ SUFFIXES = {
 }
 
 
-def write_files(data: pd.DataFrame, directory: Path) -> dict[str, Path]:
-    """Write every format the extract can have into ``directory``; {format: local path}."""
-    out: dict[str, Path] = {}
+@dataclass(frozen=True)
+class WrittenFile:
+    """One file of the package, written locally: its path, SHA-256 and size in bytes."""
+
+    path: Path
+    sha256: str
+    size: int
+
+
+def write_package(data: pd.DataFrame, directory: Path) -> dict[str, WrittenFile]:
+    """Write every format the extract can have into ``directory``, each with its SHA-256
+    (computed while writing where the writer can, else read back)."""
+    out: dict[str, WrittenFile] = {}
     for fmt in ReleaseFile.ORDER:
         if fmt == Format.XLSX and xlsx_refusal(len(data), len(data.columns)):
             continue
         path = directory / f"extract{SUFFIXES[fmt]}"
-        WRITERS[fmt](data, path)
-        out[fmt] = path
+        digest = WRITERS[fmt](data, path)
+        out[fmt] = WrittenFile(path, digest or sha256_file(path), path.stat().st_size)
     return out
+
+
+def write_files(data: pd.DataFrame, directory: Path) -> dict[str, Path]:
+    """Write every format the extract can have into ``directory``; {format: local path}."""
+    return {fmt: written.path for fmt, written in write_package(data, directory).items()}
 
 
 def sha256_file(path: Path) -> str:

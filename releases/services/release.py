@@ -644,15 +644,15 @@ def _store_package(release_request: ReleaseRequest, data: pd.DataFrame) -> list[
     files = []
     try:
         with tempfile.TemporaryDirectory(dir=settings.FILE_UPLOAD_TEMP_DIR) as folder:
-            for fmt, path in package.write_files(data, Path(folder)).items():
+            for fmt, written in package.write_package(data, Path(folder)).items():
                 files.append(
                     ReleaseFile(
                         request=release_request,
                         round=release_request.round,
                         format=fmt,
-                        sha256=package.sha256_file(path),
-                        size_bytes=path.stat().st_size,
-                        path=storage.save_file("extracts", package.SUFFIXES[fmt], path),
+                        sha256=written.sha256,
+                        size_bytes=written.size,
+                        path=storage.save_file("extracts", package.SUFFIXES[fmt], written.path),
                     )
                 )
     except BaseException:
@@ -721,7 +721,7 @@ def run_release(request_id: int) -> None:
             if not finished:
                 raise RunCancelled()
             EquivalenceClass.objects.filter(request=release_request).delete()
-            EquivalenceClass.objects.bulk_create(classes, batch_size=1000)
+            _store_classes(classes)
             ReleaseFile.objects.bulk_create(files)
             audit.record(
                 AuditEvent.Action.RUN_END,
@@ -754,6 +754,18 @@ def run_release(request_id: int) -> None:
             "The run stopped because of an internal error. The administrators can find the "
             "details in the worker's log.",
         )
+
+
+#: Classes inserted per statement (Django lowers it to what the database accepts).
+CLASS_BATCH = 2000
+
+
+def _store_classes(classes: list[EquivalenceClass]) -> None:
+    """Insert a round's classes in batches, each marked when it fails or only just passes a
+    model (the table's "flagged first" order reads that column by index)."""
+    for equivalence_class in classes:
+        equivalence_class.flagged = bool(equivalence_class.fails or equivalence_class.borderline)
+    EquivalenceClass.objects.bulk_create(classes, batch_size=CLASS_BATCH)
 
 
 def _discard(files: list[ReleaseFile]) -> None:
@@ -900,6 +912,52 @@ def _size_histogram(sizes, bins: int = 20) -> list[list[int]]:
     return [b for b in out if b[0] <= high]
 
 
+def _codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, distinct values as strings) of a column: a Categorical's own, else factorized."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return column.cat.codes.to_numpy(), np.asarray(column.cat.categories.astype(str))
+    codes, uniques = pd.factorize(column, sort=False, use_na_sentinel=False)
+    return codes, np.asarray(pd.Index(uniques).astype(str))
+
+
+def value_counts_by_class(
+    data: pd.DataFrame, qis: list[str], name: str
+) -> dict[tuple[str, ...], dict[str, int]]:
+    """{class's quasi-identifier values: {value of ``name``: rows}} over the extract's rows.
+
+    The columns' codes are combined into one integer per row and counted by hashing: a few
+    bytes per row, where a group-by over millions of rows of Categoricals builds a frame of
+    every group (and, without ``observed=True``, every combination of categories)."""
+    columns = [*qis, name]
+    coded = [_codes(data[c]) for c in columns]
+    cards = [max(len(values), 1) for _, values in coded]
+    missing = any((codes < 0).any() for codes, _ in coded)
+    if missing or math.prod(cards) >= 2**62:  # not one integer per row: group the frame
+        grouped = data.groupby(columns, sort=False, dropna=False, observed=True).size()
+        out: dict[tuple[str, ...], dict[str, int]] = {}
+        for key, count in grouped.items():
+            *class_key, value = key
+            out.setdefault(tuple(str(k) for k in class_key), {})[str(value)] = int(count)
+        return out
+    key = np.zeros(len(data), dtype=np.int64)
+    for (codes, _), card in zip(coded, cards, strict=True):
+        key *= card
+        key += codes
+    counted = pd.Series(key, copy=False).value_counts(sort=False)
+    rest = counted.index.to_numpy()
+    labels = []
+    for (_, values), card in zip(reversed(coded), reversed(cards), strict=True):
+        labels.append(values[rest % card])
+        rest = rest // card
+    *class_labels, value_labels = reversed(labels)
+    out = {}
+    for *class_key, value, count in zip(
+        *class_labels, value_labels, counted.to_numpy().tolist(), strict=True
+    ):
+        out.setdefault(tuple(class_key), {})[value] = count
+    return out
+
+
 def _classes(
     release_request: ReleaseRequest,
     result,
@@ -913,13 +971,7 @@ def _classes(
     table = result.classes
     counts: dict[str, dict[tuple, dict[str, int]]] = {}
     for name in sensitive:
-        # observed=True: Categoricals would otherwise give every combination of categories.
-        grouped = result.data.groupby([*qis, name], sort=False, dropna=False, observed=True).size()
-        per_class: dict[tuple, dict[str, int]] = {}
-        for key, count in grouped.items():
-            *class_key, value = key
-            per_class.setdefault(tuple(str(k) for k in class_key), {})[str(value)] = int(count)
-        counts[name] = per_class
+        counts[name] = value_counts_by_class(result.data, qis, name)
     # "S:delta" -> (S, "delta"): stored under the sensitive attribute, as the page shows it.
     measures = [
         (column, *column.rsplit(":", 1))

@@ -90,8 +90,8 @@ def reproduce(reproduction_id: int) -> Reproduction | None:
             release_request.shuffle_seed,
         )
         with tempfile.TemporaryDirectory(dir=settings.FILE_UPLOAD_TEMP_DIR) as folder:
-            written = package.write_files(built.data, Path(folder))
-            got = {fmt: package.sha256_file(path) for fmt, path in written.items()}
+            written = package.write_package(built.data, Path(folder))
+            got = {fmt: file.sha256 for fmt, file in written.items()}
     except (EngineError, InvalidInput) as exc:
         _finish(reproduction, RState.FAILED, {}, str(exc))
     except Exception:

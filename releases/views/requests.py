@@ -82,7 +82,7 @@ def _classes_context(request: HttpRequest, release_request: ReleaseRequest) -> d
 
 def _request_context(request: HttpRequest, release_request: ReleaseRequest, **extra) -> dict:
     user = request.user
-    context = selectors.request_page(user, release_request)
+    context = selectors.request_page(user, release_request, request.GET.get("events"))
     context["review_form"] = ReviewForm()
     context["revoke_form"] = RevokeForm()
     if (
@@ -111,7 +111,10 @@ def _page(request: HttpRequest, release_request: ReleaseRequest, status=200, **e
     return render(
         request,
         "releases/release_recipient.html",
-        {**selectors.recipient_page(request.user, release_request), **extra},
+        {
+            **selectors.recipient_page(request.user, release_request, request.GET.get("events")),
+            **extra,
+        },
         status=status,
     )
 
@@ -147,6 +150,25 @@ def request_classes(request: HttpRequest, request_id: int) -> HttpResponse:
         request,
         "releases/request_detail.html#classes",
         {"req": release_request, **_classes_context(request, release_request)},
+    )
+
+
+@require_GET
+def request_activity(request: HttpRequest, request_id: int) -> HttpResponse:
+    """One page of the activity list (htmx); a plain link gets the whole page at that page."""
+    release_request = selectors.get_request_for(request.user, request_id)
+    if not _is_htmx(request):
+        return redirect(f"{release_request.get_absolute_url()}?{request.GET.urlencode()}#activity")
+    return render(
+        request,
+        "releases/partials/activity.html",
+        {
+            "req": release_request,
+            "events": selectors.activity_page(
+                request.user, release_request, request.GET.get("events")
+            ),
+            "full_activity": lifecycle.can_see_original(request.user, release_request),
+        },
     )
 
 
