@@ -388,6 +388,41 @@ def _round_descriptions(rounds: list) -> list:
     return rounds
 
 
+#: Long parts of a request's page, a page at a time (a file can have thousands of columns).
+UNCHANGED_PER_PAGE = 50
+SAMPLE_COLUMNS_PER_PAGE = 30
+DISTRIBUTIONS_PER_PAGE = 20
+SECTIONS = ("unchanged", "sample", "distributions")
+
+
+def summary_sections(release_request: ReleaseRequest, query=None) -> dict:
+    """The summary's long lists a page at a time (``query``: the page of each, by name): the
+    columns released unchanged (those that look identifying first), the sample's columns and
+    the distributions."""
+    query = query or {}
+    summary = release_request.summary or {}
+    unchanged = unchanged_columns(summary)
+    unchanged.sort(key=lambda column: not column["looks_identifying"])  # stable
+    sample = summary.get("sample") or {}
+    columns = list(sample.get("columns") or [])
+    shown = Paginator(range(len(columns)), SAMPLE_COLUMNS_PER_PAGE).get_page(query.get("sample"))
+    picked = list(shown.object_list)
+    rows = zip(sample.get("original") or [], sample.get("released") or [], strict=False)
+    return {
+        "unchanged": Paginator(unchanged, UNCHANGED_PER_PAGE).get_page(query.get("unchanged")),
+        "unchanged_identifying": sum(1 for column in unchanged if column["looks_identifying"]),
+        "sample_page": shown,
+        "sample_columns": [columns[i] for i in picked],
+        "sample_rows": [
+            ([original[i] for i in picked], [released[i] for i in picked])
+            for original, released in rows
+        ],
+        "distributions": Paginator(
+            list((summary.get("distributions") or {}).items()), DISTRIBUTIONS_PER_PAGE
+        ).get_page(query.get("distributions")),
+    }
+
+
 def request_page(user, release_request: ReleaseRequest, events_page=None) -> dict:
     """What the officer's and the requesting steward's page shows (the original included)."""
     from .services import review  # the checks
@@ -406,7 +441,6 @@ def request_page(user, release_request: ReleaseRequest, events_page=None) -> dic
         "summary": summary,
         "levels": quasi_identifier_levels(release_request, with_examples=True),
         "checks": review.checks(release_request) if summary else [],
-        "unchanged": unchanged_columns(summary),
         "events": timeline_page(user, release_request, events_page),
         "reviews": reviews_for(user, release_request),
         "votes_hidden": votes_hidden_from(user, release_request),

@@ -2,7 +2,7 @@
 
 from celery import shared_task
 
-from .services import profiling, recovery, release, reproduction, review, statistics
+from .services import datasets, profiling, recovery, release, reproduction, review, statistics
 
 
 @shared_task(name="releases.run_release")
@@ -23,6 +23,11 @@ def run_statistics_task(request_id: int) -> None:
 @shared_task(name="releases.profile_dataset")
 def profile_dataset_task(dataset_id: int) -> None:
     profiling.profile_dataset(dataset_id)
+
+
+@shared_task(name="releases.dataset_risk")
+def dataset_risk_task(dataset_id: int) -> None:
+    datasets.store_risk(dataset_id)
 
 
 @shared_task(name="releases.notify_requester")
@@ -47,6 +52,7 @@ BY_NAME = {
         run_release_task,
         run_statistics_task,
         profile_dataset_task,
+        dataset_risk_task,
         notify_requester_task,
         reproduce_release_task,
     )

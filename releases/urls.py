@@ -67,6 +67,11 @@ urlpatterns = [
     path("requests/<int:request_id>/classes/", requests.request_classes, name="request_classes"),
     path("requests/<int:request_id>/activity/", requests.request_activity, name="request_activity"),
     path(
+        "requests/<int:request_id>/section/<str:section>/",
+        requests.request_section,
+        name="request_section",
+    ),
+    path(
         "requests/<int:request_id>/classes/<int:class_id>/",
         requests.class_detail,
         name="class_detail",

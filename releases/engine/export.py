@@ -40,11 +40,30 @@ def neutralise_cell(value: str) -> str:
     return s
 
 
-def _neutralise_values(values: pd.Index | np.ndarray) -> np.ndarray:
-    """The distinct values of a column, neutralised (an object array of strings)."""
+def _neutralised(values: pd.Index | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(distinct values neutralised, which of them changed), as object strings and booleans."""
     text = pd.Series(np.asarray(values, dtype=object)).astype(str)
     risky = text.str.contains(_DANGEROUS, regex=True) & ~text.str.fullmatch(_PLAIN_NUMBER)
-    return np.where(risky, "'" + text, text).astype(object)
+    return np.where(risky, "'" + text, text).astype(object), risky.to_numpy(dtype=bool)
+
+
+def _neutralise_values(values: pd.Index | np.ndarray) -> np.ndarray:
+    """The distinct values of a column, neutralised (an object array of strings)."""
+    return _neutralised(values)[0]
+
+
+def _per_column(function, arrays: list[np.ndarray]) -> list:
+    """``function`` (values -> arrays as long, element-wise) on many columns' distinct values in
+    one vectorised pass, split back per column: a wide file has thousands of columns of a few
+    values each, and a pass per column would cost a millisecond each."""
+    if not arrays:
+        return []
+    bounds = np.cumsum([len(a) for a in arrays])[:-1]
+    joined = np.concatenate([np.asarray(a, dtype=object) for a in arrays])
+    results = function(joined)
+    if isinstance(results, tuple):
+        return list(zip(*(np.split(r, bounds) for r in results), strict=True))
+    return np.split(results, bounds)
 
 
 def _arrow_of(series: pd.Series) -> pa.ChunkedArray:
@@ -91,6 +110,7 @@ def neutralise_formulas(df: pd.DataFrame) -> pd.DataFrame:
     categorical.
     """
     out = df.copy()
+    coded = []  # (column, codes or None for a Categorical, distinct values)
     for col in out.columns:
         series = out[col]
         if not _is_text(series):
@@ -98,22 +118,23 @@ def neutralise_formulas(df: pd.DataFrame) -> pd.DataFrame:
         if isinstance(series.dtype, pd.ArrowDtype):
             safe = _neutralise_arrow(_arrow_of(series))
             out[col] = pd.Series(pd.arrays.ArrowExtensionArray(safe), index=series.index)
+        elif isinstance(series.dtype, pd.CategoricalDtype):
+            coded.append((col, None, series.cat.categories))
+        else:
+            codes, uniques = pd.factorize(series, use_na_sentinel=True)
+            coded.append((col, codes, uniques))
+    checked = _per_column(_neutralised, [np.asarray(u, dtype=object) for _, _, u in coded])
+    for (col, codes, _), (safe, risky) in zip(coded, checked, strict=True):
+        if not risky.any():
             continue
-        if isinstance(series.dtype, pd.CategoricalDtype):
-            categories = series.cat.categories
-            safe = _neutralise_values(categories)
-            if (safe != np.asarray(categories.astype(str), dtype=object)).any():
-                if len(set(safe)) == len(safe):
-                    out[col] = series.cat.rename_categories(list(safe))
-                else:  # "=x" and "'=x" both present: they become one value
-                    codes = series.cat.codes.to_numpy()
-                    out[col] = pd.Categorical(
-                        np.where(codes >= 0, safe[np.maximum(codes, 0)], None)
-                    )
-            continue
-        codes, uniques = pd.factorize(series, use_na_sentinel=True)
-        safe = _neutralise_values(uniques)
-        if (safe != np.asarray(pd.Index(uniques).astype(str), dtype=object)).any():
+        series = out[col]
+        if codes is None:
+            if len(set(safe)) == len(safe):
+                out[col] = series.cat.rename_categories(list(safe))
+            else:  # "=x" and "'=x" both present: they become one value
+                codes = series.cat.codes.to_numpy()
+                out[col] = pd.Categorical(np.where(codes >= 0, safe[np.maximum(codes, 0)], None))
+        else:
             values = safe[np.maximum(codes, 0)]
             out[col] = pd.Series(values, index=series.index).where(codes >= 0, series)
     out.columns = [neutralise_cell(c) if isinstance(c, str) else c for c in out.columns]
@@ -147,21 +168,32 @@ def _quote_arrow(array: pa.Array, delimiter: str, single_column: bool) -> pa.Arr
     return out
 
 
-def _column_parts(
-    series: pd.Series, delimiter: str, single: bool
-) -> tuple[pa.Array | pa.ChunkedArray, np.ndarray | None]:
-    """(quoted distinct values, codes) of one column, ready to be taken batch by batch; for
-    Arrow strings (a value per row: IDs, free text), (the cells, None), quoted batch by batch."""
+def _column_codes(series: pd.Series) -> tuple[np.ndarray | None, object]:
+    """(codes, distinct values as strings) of one column; for Arrow strings (a value per row:
+    IDs, free text), (None, the cells), quoted batch by batch."""
     if isinstance(series.dtype, pd.ArrowDtype):
-        return _arrow_of(series), None
+        return None, _arrow_of(series)
     if _is_text(series):
-        codes, values = _codes_and_values(series)
-    else:
-        shown = series.astype(object).where(series.notna(), "").astype(str)
-        codes, uniques = pd.factorize(shown)
-        values = np.array([str(v) for v in uniques], dtype=object)
-    quoted = _quote(values, delimiter, single)
-    return pa.array(list(quoted), type=pa.string()), codes.astype(np.int32, copy=False)
+        return _codes_and_values(series)
+    shown = series.astype(object).where(series.notna(), "").astype(str)
+    codes, uniques = pd.factorize(shown)
+    return codes, np.array([str(v) for v in uniques], dtype=object)
+
+
+def _column_parts(
+    frame: pd.DataFrame, delimiter: str, single: bool
+) -> list[tuple[pa.Array | pa.ChunkedArray, np.ndarray | None]]:
+    """Per column, (quoted distinct values, codes) ready to be taken batch by batch, or (the
+    cells, None) for Arrow strings; every column's distinct values quoted in one pass."""
+    coded = [_column_codes(frame[c]) for c in frame.columns]
+    distinct = [values for codes, values in coded if codes is not None]
+    quoted = iter(_per_column(lambda v: _quote(v, delimiter, single), distinct))
+    return [
+        (pa.array(list(next(quoted)), type=pa.string()), codes.astype(np.int32, copy=False))
+        if codes is not None
+        else (values, None)
+        for codes, values in coded
+    ]
 
 
 @dataclass(frozen=True)
@@ -202,7 +234,7 @@ def write_csv(
     single = len(names) == 1
     header = _quote(np.array(names, dtype=object), delimiter, single)
     emit((delimiter.join(header) + "\n").encode("utf-8"))
-    parts = [_column_parts(frame[c], delimiter, single) for c in frame.columns]
+    parts = _column_parts(frame, delimiter, single)
     rows = len(frame)
     for start in range(0, rows, batch_rows):
         stop = min(rows, start + batch_rows)

@@ -627,5 +627,6 @@ def class_sizes_of(df: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     if not cols:
         return np.array([len(df)], dtype=np.int64)
-    # dropna=False: NaN (if any slipped in) forms its own class instead of vanishing.
-    return df.groupby(cols, sort=False, dropna=False).size().to_numpy(dtype=np.int64)
+    # dropna=False: NaN (if any slipped in) forms its own class instead of vanishing;
+    # observed=True: Categoricals give the classes that occur, not every combination.
+    return df.groupby(cols, sort=False, dropna=False, observed=True).size().to_numpy(dtype=np.int64)

@@ -60,6 +60,9 @@ class Dataset(models.Model):
     error = models.TextField(blank=True)
     profiled_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    #: The re-identification risk on the quasi-identifiers it names, as a worker computed it
+    #: for large datasets (pages read it; see services.datasets.reidentification_risk).
+    risk = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -98,6 +98,8 @@ def read_arrow(dataset: Dataset, columns: list[str] | None = None) -> pa.Table:
 #: Above this many distinct values a column read ``categorical`` comes as Arrow strings instead
 #: (IDs, free text): a Categorical's categories would be one Python string per distinct value.
 CATEGORICAL_MAX_VALUES = 200_000
+#: Cells read from the store at a time into Categoricals (their int32 codes: 32 MB).
+READ_CELLS = 8 * 1024 * 1024
 
 
 def read(
@@ -120,14 +122,19 @@ def read(
             frame = parquet.read(columns=names, use_threads=True).to_pandas()
             frame.columns = names
             return frame
-        # A column at a time: Arrow's int32 indices of one column, not of all, exist at once.
-        series = []
-        for name in dict.fromkeys(names):
-            column = parquet.read(columns=[name], use_threads=True).column(0)
-            series.append(_as_pandas(column, categorical_max))
-            del column
+        # A few columns at a time: Arrow's int32 indices of those, not of all, exist at once
+        # (one column of a tall file; many of a wide one, where a read per column would parse
+        # the file's metadata thousands of times).
+        distinct = list(dict.fromkeys(names))
+        per_read = max(1, READ_CELLS // max(parquet.metadata.num_rows, 1))
+        by_name = {}
+        for start in range(0, len(distinct), per_read):
+            group = distinct[start : start + per_read]
+            table = parquet.read(columns=group, use_threads=True)
+            for name, column in zip(group, table.columns, strict=True):
+                by_name[name] = _as_pandas(column, categorical_max)
+            del table
             pa.default_memory_pool().release_unused()
-    by_name = dict(zip(dict.fromkeys(names), series, strict=True))
     return pd.DataFrame({f"c{i}": by_name[name] for i, name in enumerate(names)}).set_axis(
         names, axis=1
     )
@@ -168,12 +175,25 @@ def _counted(column: pa.ChunkedArray) -> tuple[pa.Array, pa.Array]:
     return values, counts.field("counts")
 
 
+#: Rows read at a time where only a column's distinct values are wanted.
+DISTINCT_BATCH_ROWS = 1024 * 1024
+
+
 def distinct_values(dataset: Dataset, name: str) -> list[str]:
-    """A column's distinct values, in order of first appearance."""
+    """A column's distinct values, in order of first appearance.
+
+    Read a batch at a time (a web request validating a hierarchy needs them): memory is a
+    batch's codes and the distinct values, not the column."""
+    seen: dict[str, None] = {}
     with opened(dataset) as path:
         _names(path, [name])
-        values, _ = value_counts(pq.ParquetFile(path, read_dictionary=[name]), name)
-    return values.to_pylist()
+        parquet = pq.ParquetFile(path, read_dictionary=[name])
+        for batch in parquet.iter_batches(batch_size=DISTINCT_BATCH_ROWS, columns=[name]):
+            column = batch.column(0)
+            used = pc.unique(column.indices).drop_null()
+            seen.update(dict.fromkeys(column.dictionary.take(used).to_pylist()))
+    pa.default_memory_pool().release_unused()
+    return list(seen)
 
 
 def rebuild(dataset: Dataset) -> None:

@@ -17,6 +17,7 @@ from django.conf import settings
 from django.core.files.uploadedfile import UploadedFile
 from django.db import transaction
 from django.http import Http404
+from django.utils import timezone
 
 from ..engine import Hierarchy, HierarchyError, tabular
 from ..engine.export import neutralise_formulas
@@ -487,12 +488,58 @@ def hierarchy_download(user, dataset_id: int, column_id: int) -> tuple[str, byte
 # --- Risk before release ------------------------------------------------------------------
 
 
+#: Datasets up to this many rows have their risk computed in the page's request (tens of
+#: milliseconds); larger ones by a worker, the panel asking again until it is stored.
+INLINE_RISK_ROWS = 200_000
+#: A computation asked for this long ago and not stored is asked for again (its worker died).
+RISK_RETRY_SECONDS = 120
+
+
+def _quasi_identifiers(dataset: Dataset) -> list[str]:
+    return list(
+        dataset.columns.filter(role=Role.QUASI_IDENTIFIER)
+        .order_by("position")
+        .values_list("name", flat=True)
+    )
+
+
 def reidentification_risk(dataset: Dataset) -> dict:
-    """Rows unique on the chosen quasi-identifiers, and the prosecutor risk of the data as is."""
-    quasi = list(dataset.columns.filter(role=Role.QUASI_IDENTIFIER).values_list("name", flat=True))
+    """Rows unique on the chosen quasi-identifiers, and the prosecutor risk of the data as is.
+
+    Small datasets are measured here; for large ones the figures a worker stored for these
+    quasi-identifiers, or ``{"pending": True}`` while a worker computes them (asked for here):
+    a web request never reads millions of rows."""
+    quasi = _quasi_identifiers(dataset)
     if not quasi or not dataset.is_ready:
         return {"quasi_identifiers": quasi, "rows": dataset.row_count}
-    frame = column_store.read(dataset, quasi)
+    stored = dataset.risk or {}
+    if stored.get("quasi_identifiers") == quasi and "classes" in stored:
+        return stored
+    if dataset.row_count <= INLINE_RISK_ROWS:
+        return measure_risk(dataset, quasi)
+    now = timezone.now().timestamp()
+    if stored.get("pending") != quasi or now - stored.get("asked_at", 0) > RISK_RETRY_SECONDS:
+        with transaction.atomic():
+            Dataset.objects.filter(pk=dataset.pk).update(risk={"pending": quasi, "asked_at": now})
+            dispatch.enqueue("releases.dataset_risk", dataset.pk)
+    return {"quasi_identifiers": quasi, "rows": dataset.row_count, "pending": True}
+
+
+def store_risk(dataset_id: int) -> None:
+    """The worker's part: measure the risk on the quasi-identifiers tagged now and store it."""
+    dataset = Dataset.objects.filter(pk=dataset_id).first()
+    if dataset is None or not dataset.is_ready:
+        return
+    quasi = _quasi_identifiers(dataset)
+    if not quasi:
+        return
+    figures = measure_risk(dataset, quasi)
+    Dataset.objects.filter(pk=dataset_id).update(risk=figures)
+
+
+def measure_risk(dataset: Dataset, quasi: list[str]) -> dict:
+    """The figures, from the quasi-identifiers' columns read as codes from the column store."""
+    frame = column_store.read(dataset, quasi, categorical=True)
     sizes = class_sizes_of(frame, quasi)
     summary = risk_summary(sizes)
     unique_rows = int((sizes == 1).sum())

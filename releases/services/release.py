@@ -796,6 +796,19 @@ def _counts(values: pd.Series) -> pd.Series:
     return counts[counts > 0]
 
 
+def _occurrences(values: pd.Series) -> np.ndarray:
+    """How many rows hold each distinct value of a column (in no order): counted on codes,
+    tens of microseconds a column (a wide file has thousands released as they are)."""
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        codes = values.cat.codes.to_numpy()
+    else:
+        codes, _ = pd.factorize(values, use_na_sentinel=False)
+    counts = np.bincount(codes[codes >= 0]) if len(codes) else np.zeros(0, dtype=np.int64)
+    missing = int((codes < 0).sum())  # a Categorical's missing cells are one value more
+    counts = counts[counts > 0]
+    return np.append(counts, missing) if missing else counts
+
+
 def _distribution(values: pd.Series, limit: int = 12) -> list[list]:
     counts = _counts(values)
     top = [[str(v), int(c)] for v, c in counts.head(limit).items()]
@@ -813,7 +826,7 @@ def unchanged_columns(frame: pd.DataFrame, snapshot: dict, released: list[str]) 
         role = snapshot.get("roles", {}).get(name, Role.INSENSITIVE)
         if role not in UNCHANGED_ROLES:
             continue
-        counts = _counts(frame[name])
+        counts = _occurrences(frame[name])
         suggested = snapshot.get("suggested", {}).get(name, {})
         out.append(
             {

@@ -83,6 +83,7 @@ def _classes_context(request: HttpRequest, release_request: ReleaseRequest) -> d
 def _request_context(request: HttpRequest, release_request: ReleaseRequest, **extra) -> dict:
     user = request.user
     context = selectors.request_page(user, release_request, request.GET.get("events"))
+    context.update(selectors.summary_sections(release_request, request.GET))
     context["review_form"] = ReviewForm()
     context["revoke_form"] = RevokeForm()
     if (
@@ -150,6 +151,26 @@ def request_classes(request: HttpRequest, request_id: int) -> HttpResponse:
         request,
         "releases/request_detail.html#classes",
         {"req": release_request, **_classes_context(request, release_request)},
+    )
+
+
+@require_GET
+def request_section(request: HttpRequest, request_id: int, section: str) -> HttpResponse:
+    """Another page of one of the summary's long lists (htmx); a plain link gets the page."""
+    release_request = _for_reviewers(request, request_id)
+    if section not in selectors.SECTIONS:
+        return HttpResponse(status=404)
+    if not _is_htmx(request):
+        return redirect(f"{release_request.get_absolute_url()}?{request.GET.urlencode()}#{section}")
+    return render(
+        request,
+        f"releases/request_detail.html#{section}",
+        {
+            "req": release_request,
+            "summary": release_request.summary or {},
+            "section_open": True,
+            **selectors.summary_sections(release_request, request.GET),
+        },
     )
 
 
