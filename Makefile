@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || command -v p
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test test-second-python install install-test lint format bench bench-io clean
+.PHONY: run test test-second-python install install-test lint format bench bench-io bench-web bench-pages clean
 
 $(VENV)/.installed-run: pyproject.toml
 	@scripts/check-python.sh "$(PYTHON)"
@@ -54,6 +54,14 @@ bench: install-test
 bench-io: install-test
 	$(PY) bench/cli.py
 	$(PY) bench/profile_upload.py --rows 12000000
+
+# The web path over HTTP on real processes (1 GB file by default) and the review pages at scale.
+ROWS ?= 12000000
+bench-web: install-test
+	$(PY) bench/web_path.py --rows $(ROWS)
+
+bench-pages: install-test
+	$(PY) bench/pages.py
 
 clean:
 	rm -rf $(VENV) .venv-alt var staticfiles .pytest_cache .ruff_cache

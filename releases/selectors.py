@@ -6,7 +6,8 @@ from __future__ import annotations
 
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Page, Paginator
-from django.db.models import Count, Exists, OuterRef, Q, QuerySet
+from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Value
+from django.db.models.functions import StrIndex
 from django.http import Http404
 
 from .models import (
@@ -264,7 +265,8 @@ def classes_page(
     classes: QuerySet[EquivalenceClass] = release_request.classes.all()
     qis = [q["name"] for q in release_request.config.get("quasi_identifiers", [])]
     if attribute in qis and value:
-        classes = classes.filter(**{f"values__{attribute}": value})
+        key = EquivalenceClass.search_key(attribute, value)
+        classes = classes.annotate(found=StrIndex("search", Value(key))).filter(found__gt=0)
     ordering = CLASS_ORDERINGS.get(order, CLASS_ORDERINGS["size"])
     return Paginator(classes.order_by(*ordering), CLASSES_PER_PAGE).get_page(page_number)
 

@@ -132,3 +132,18 @@ def test_a_recipient_pages_through_their_own_activity_only(released, officer, re
     assert "<strong>officer</strong> downloaded" not in page
     assert page.count("<strong>recipient</strong> downloaded extract (csv)") == 2
     assert "activity-pager" not in page
+
+
+def test_the_classes_filter_matches_a_value_exactly(released, officer, client):
+    """The filter finds the released value as written: not another case, nor a longer value."""
+    first = released.classes.order_by("id").first()
+    for value in ("Male", "male", "Female", "Male "):
+        first.pk = None
+        first.values = {**first.values, "sex": value}
+        first.search = first.search_text(first.values)
+        first.save()
+    client.force_login(officer)
+    url = reverse("releases:request_classes", args=[released.pk])
+    fragment = client.get(url + "?attribute=sex&value=Male", **HTMX).content.decode()
+    ids = set(re.findall(rf"/requests/{released.pk}/classes/(\d+)/", fragment))
+    assert [c.values["sex"] for c in released.classes.filter(pk__in=ids)] == ["Male"]

@@ -762,9 +762,11 @@ CLASS_BATCH = 2000
 
 def _store_classes(classes: list[EquivalenceClass]) -> None:
     """Insert a round's classes in batches, each marked when it fails or only just passes a
-    model (the table's "flagged first" order reads that column by index)."""
+    model (the table's "flagged first" order reads that column by index), with its values as
+    searchable text (the table's filter)."""
     for equivalence_class in classes:
         equivalence_class.flagged = bool(equivalence_class.fails or equivalence_class.borderline)
+        equivalence_class.search = EquivalenceClass.search_text(equivalence_class.values)
     EquivalenceClass.objects.bulk_create(classes, batch_size=CLASS_BATCH)
 
 

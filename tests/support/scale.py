@@ -41,6 +41,7 @@ def add_classes(release_request: ReleaseRequest, count: int, seed: int = 7) -> N
                 fails=[],
                 borderline=borderline,
                 flagged=bool(borderline),
+                search=EquivalenceClass.search_text(values),
             )
         )
         if len(rows) == BATCH:
