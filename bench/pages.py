@@ -99,20 +99,6 @@ def _child(args: argparse.Namespace) -> dict:
     scale.add_classes(request, args.classes)
     scale.add_downloads(request, recipient, args.events)
     built = time.perf_counter() - t0
-    if os.environ.get("BENCH_PROFILE"):  # where one page's time goes, for whoever tunes it
-        import cProfile
-        import pstats
-
-        client = Client()
-        client.force_login(officer)
-        url = reverse("releases:request_detail", args=[request.pk])
-        client.get(url)
-        with CaptureQueriesContext(connection) as queries:
-            cProfile.runctx("client.get(url)", globals(), locals(), "/tmp/page.prof")
-        with open(os.environ["BENCH_PROFILE"], "w") as out:
-            pstats.Stats("/tmp/page.prof", stream=out).sort_stats("cumtime").print_stats(40)
-            for query in queries.captured_queries:
-                print(query["time"], query["sql"][:300], file=out)
 
     def timed(client: Client, url: str, htmx: bool = False) -> dict:
         headers = {"HTTP_HX_REQUEST": "true"} if htmx else {}
@@ -138,29 +124,51 @@ def _child(args: argparse.Namespace) -> dict:
     classes = reverse("releases:request_classes", args=[request.pk])
     first = request.classes.order_by("size", "id").first()
     value = first.values["sex"]
-    results = {
-        "review page": timed(officer_client, page),
-        "classes by size": timed(officer_client, classes + "?order=size", True),
-        "classes largest first": timed(officer_client, classes + "?order=-size", True),
-        "classes by risk": timed(officer_client, classes + "?order=risk", True),
-        "classes flagged first": timed(officer_client, classes + "?order=flagged", True),
-        "classes page 2000": timed(officer_client, classes + "?page=2000", True),
-        "classes filtered": timed(
-            officer_client, classes + f"?attribute=sex&value={value}&order=-size", True
+    pages = {
+        "review page": (officer_client, page, False),
+        "classes by size": (officer_client, classes + "?order=size", True),
+        "classes largest first": (officer_client, classes + "?order=-size", True),
+        "classes by risk": (officer_client, classes + "?order=risk", True),
+        "classes flagged first": (officer_client, classes + "?order=flagged", True),
+        "classes page 2000": (officer_client, classes + "?page=2000", True),
+        "classes filtered": (
+            officer_client,
+            classes + f"?attribute=sex&value={value}&order=-size",
+            True,
         ),
-        "class expanded": timed(
-            officer_client, reverse("releases:class_detail", args=[request.pk, first.pk]), True
+        "class expanded": (
+            officer_client,
+            reverse("releases:class_detail", args=[request.pk, first.pk]),
+            True,
         ),
-        "activity page 100": timed(
+        "activity page 100": (
             officer_client,
             reverse("releases:request_activity", args=[request.pk]) + "?events=100",
             True,
         ),
-        "recipient page": timed(recipient_client, page),
-        "dataset risk panel": timed(
-            steward_client, reverse("releases:dataset_risk", args=[dataset.pk]), True
+        "recipient page": (recipient_client, page, False),
+        "dataset risk panel": (
+            steward_client,
+            reverse("releases:dataset_risk", args=[dataset.pk]),
+            True,
         ),
     }
+    if os.environ.get("BENCH_PROFILE"):  # "page name=file": where that page's time goes
+        import cProfile
+        import pstats
+
+        name, _, target = os.environ["BENCH_PROFILE"].partition("=")
+        client, url, htmx = pages[name]
+        headers = {"HTTP_HX_REQUEST": "true"} if htmx else {}
+        client.get(url, **headers)
+        with CaptureQueriesContext(connection) as queries:
+            profile = cProfile.Profile()
+            profile.runcall(client.get, url, **headers)
+        with open(target, "w") as out:
+            pstats.Stats(profile, stream=out).sort_stats("cumtime").print_stats(40)
+            for query in queries.captured_queries:
+                print(query["time"], query["sql"][:400], file=out)
+    results = {name: timed(client, url, htmx) for name, (client, url, htmx) in pages.items()}
     return {
         "rows": dataset.row_count,
         "classes": request.classes.count(),
