@@ -106,12 +106,13 @@ def read(
     dataset: Dataset,
     columns: list[str] | None = None,
     categorical: bool = False,
-    categorical_max: int = CATEGORICAL_MAX_VALUES,
+    categorical_max: int | None = None,
 ) -> pd.DataFrame:
     """The named columns (all when None) as strings ("" for missing values), in the order asked.
 
     ``categorical``: pandas Categoricals (a small integer per row, so millions of rows fit),
-    except columns with more than ``categorical_max`` distinct values, which come as pandas
+    except columns with more than ``categorical_max`` distinct values (default
+    :data:`CATEGORICAL_MAX_VALUES`), which come as pandas
     Arrow strings (``string[pyarrow]``: Arrow buffers, no Python object per cell); else object
     strings, as callers that group on them without ``observed=True`` need.
     """
@@ -125,6 +126,8 @@ def read(
         # A few columns at a time: Arrow's int32 indices of those, not of all, exist at once
         # (one column of a tall file; many of a wide one, where a read per column would parse
         # the file's metadata thousands of times).
+        if categorical_max is None:
+            categorical_max = CATEGORICAL_MAX_VALUES
         distinct = list(dict.fromkeys(names))
         per_read = max(1, READ_CELLS // max(parquet.metadata.num_rows, 1))
         by_name = {}
