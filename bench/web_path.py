@@ -355,10 +355,9 @@ def walk(url: str, accounts: dict, source: Path, steps: Steps) -> dict:
         response = steward.post(
             f"/datasets/{dataset_id}/request/",
             {
-                "k": "5",
+                "use__k-anonymity": "on",
+                "k-anonymity__k": "5",
                 "suppression_percent": "5",
-                "l_variant": "distinct",
-                "t_distance": "equal",
                 "algorithm": "optimal",
                 "recipients": recipient.group(1),
                 "terms": "",

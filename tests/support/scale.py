@@ -16,7 +16,7 @@ def add_classes(release_request: ReleaseRequest, count: int, seed: int = 7) -> N
     rng = random.Random(seed)
     qis = [q["name"] for q in release_request.config.get("quasi_identifiers", [])]
     sensitive = release_request.config.get("sensitive", [])
-    k = release_request.k
+    k = release_request.privacy_model.k
     rows = []
     for i in range(count):
         size = k + int(rng.expovariate(1 / 20))
