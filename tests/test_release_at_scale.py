@@ -111,6 +111,8 @@ def test_excel_is_offered_up_to_xlsx_max_cells_and_the_page_says_why(
         )
     )
     assert sorted(ready.files.values_list("format", flat=True)) == ["csv", "parquet"]
+    # The review's "every class passes" check reads the run's count of the stored classes.
+    assert ready.summary["failing_classes"] == ready.classes.exclude(fails=[]).count()
     assert "XLSX_MAX_CELLS" in ready.summary["xlsx_refusal"]
     client.force_login(officer)
     page = client.get(reverse("releases:request_detail", args=[ready.pk])).content.decode()

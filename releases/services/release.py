@@ -897,6 +897,9 @@ def _summary(
     }
     report["examples"] = _examples(built, frame)
     report["class_size_histogram"] = _size_histogram(result.classes["size"].to_numpy())
+    # The classes that fail a model (stored with them; the review's check reads this count).
+    fails = result.classes["fails"] if "fails" in result.classes else pd.Series(dtype=object)
+    report["failing_classes"] = int((fails.fillna("").astype(str).str.strip(",") != "").sum())
     return report
 
 
