@@ -27,7 +27,7 @@ def fill_stored_classes(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('releases', '0011_privacy_model_parameters'),
+        ('releases', '0012_statistics_release'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
