@@ -14,7 +14,7 @@ import pytest
 from django.urls import reverse
 
 from releases.models import OutboxMessage, Role
-from releases.services import column_store, datasets, package, release
+from releases.services import column_store, datasets, package, release, storage
 from releases.services.release import ReleaseParameters
 from tests.support import factories
 from tests.support.workflow import run, tag
@@ -137,3 +137,17 @@ def test_the_risk_panel_of_a_large_dataset_is_measured_by_a_worker(notes, stewar
     assert figures["quasi_identifiers"] == ["age", "sex"] and figures["rows"] == 300
     assert done.count('id="unique-rows"') == 1
     assert f">{figures['unique_rows']}<" in done
+
+
+def test_the_package_moves_into_local_storage_and_uploads_to_object_storage(notes, tmp_path):
+    """Local storage takes the written files by a move (no copy of a gigabyte); the stored
+    bytes are those hashed while writing."""
+    written = tmp_path / "extract.csv"
+    written.write_bytes(b"a,b\n1,2\n")
+    name = storage.save_file("extracts", ".csv", written, move=True)
+    assert not written.exists()
+    assert storage.read_bytes(name) == b"a,b\n1,2\n"
+    kept = tmp_path / "kept.csv"
+    kept.write_bytes(b"x\n")
+    storage.save_file("extracts", ".csv", kept)
+    assert kept.exists()

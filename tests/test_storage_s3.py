@@ -105,3 +105,24 @@ def test_a_refused_file_leaves_nothing_in_object_storage(s3_storage, steward):
     assert dataset.status == Dataset.Status.FAILED
     assert "Line 3 has 3 fields" in dataset.error
     assert _keys(s3_storage) == set()
+
+
+def test_a_release_package_is_uploaded_whole_to_object_storage(s3_storage, steward, settings):
+    """The run gives its written files up for a move; object storage uploads them instead."""
+    from releases.models import Role
+    from tests.support.workflow import request_release, run, tag
+
+    rows = "".join(f"{20 + i % 30};{'FM'[i % 2]};{'ab'[i % 3 == 0]}\n" for i in range(120))
+    dataset = make_dataset(steward, ("age;sex;note\n" + rows).encode(), "small.csv")
+    tag(
+        steward,
+        dataset,
+        {"age": Role.QUASI_IDENTIFIER, "sex": Role.QUASI_IDENTIFIER, "note": Role.SENSITIVE},
+    )
+    ready = run(request_release(steward, dataset, k=2))
+    assert ready.state == "ready", ready.error
+    keys = _keys(s3_storage)
+    for stored in ready.files.all():
+        assert f"{PREFIX}/{stored.path}" in keys
+        assert storage.sha256_of(stored.path) == stored.sha256
+    assert not settings.MEDIA_ROOT.exists() or not any(settings.MEDIA_ROOT.rglob("*"))

@@ -16,6 +16,8 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections import deque
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO
 
@@ -30,6 +32,8 @@ _DANGEROUS = r"^[=+\-@\t\r]"
 _PLAIN_NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
 #: Rows written per batch.
 BATCH_ROWS = 128 * 1024
+#: Batches assembled ahead of the one being written (each in a thread of its own).
+WRITE_AHEAD = 2
 
 
 def neutralise_cell(value: str) -> str:
@@ -236,7 +240,8 @@ def write_csv(
     emit((delimiter.join(header) + "\n").encode("utf-8"))
     parts = _column_parts(frame, delimiter, single)
     rows = len(frame)
-    for start in range(0, rows, batch_rows):
+
+    def assemble(start: int) -> pa.Array | bytes:
         stop = min(rows, start + batch_rows)
         cells = [
             pc.take(values, pa.array(codes[start:stop]))
@@ -245,13 +250,26 @@ def write_csv(
             for values, codes in parts
         ]
         if not cells:
-            emit(b"\n" * (stop - start))
-            continue
+            return b"\n" * (stop - start)
         lines = pc.binary_join_element_wise(*cells, delimiter)
         # Each line ends in "\n": join with an empty last element.
-        lines = pc.binary_join_element_wise(lines, pa.scalar(""), "\n")
-        emit(_string_bytes(lines))
+        return pc.binary_join_element_wise(lines, pa.scalar(""), "\n")
+
+    # Arrow assembles the next batches in other threads (it releases the GIL) while this one
+    # hashes and writes: at most WRITE_AHEAD batches wait, in order.
+    with ThreadPoolExecutor(max_workers=WRITE_AHEAD) as pool:
+        waiting: deque = deque()
+        for start in range(0, rows, batch_rows):
+            waiting.append(pool.submit(assemble, start))
+            if len(waiting) > WRITE_AHEAD:
+                emit(_batch_bytes(waiting.popleft().result()))
+        while waiting:
+            emit(_batch_bytes(waiting.popleft().result()))
     return Written(sha256=digest.hexdigest(), size=size, rows=rows)
+
+
+def _batch_bytes(batch: pa.Array | bytes) -> bytes | memoryview:
+    return batch if isinstance(batch, bytes) else _string_bytes(batch)
 
 
 def _string_bytes(array: pa.Array) -> memoryview:

@@ -652,7 +652,9 @@ def _store_package(release_request: ReleaseRequest, data: pd.DataFrame) -> list[
                         format=fmt,
                         sha256=written.sha256,
                         size_bytes=written.size,
-                        path=storage.save_file("extracts", package.SUFFIXES[fmt], written.path),
+                        path=storage.save_file(
+                            "extracts", package.SUFFIXES[fmt], written.path, move=True
+                        ),
                     )
                 )
     except BaseException:

@@ -47,10 +47,24 @@ def save_bytes(folder: str, suffix: str, data: bytes) -> str:
     return private_storage().save(new_name(folder, suffix), ContentFile(data))
 
 
-def save_file(folder: str, suffix: str, local_path: str | Path, name: str = "") -> str:
-    """Store a local file (streamed, never read whole) under a fresh name; return the name."""
+class _GivenUpFile(File):
+    """A local file its owner no longer needs: a local storage moves it into place (Django
+    does so for anything with a ``temporary_file_path``) instead of copying it."""
+
+    def temporary_file_path(self) -> str:
+        return self.name
+
+
+def save_file(
+    folder: str, suffix: str, local_path: str | Path, name: str = "", move: bool = False
+) -> str:
+    """Store a local file (streamed, never read whole) under a fresh name; return the name.
+
+    ``move``: the local file may be moved (a gigabyte extract is then renamed into a local
+    storage, not copied; object storage uploads it as usual)."""
     with open(local_path, "rb") as handle:
-        return private_storage().save(name or new_name(folder, suffix), File(handle))
+        content = _GivenUpFile(handle, name=str(local_path)) if move else File(handle)
+        return private_storage().save(name or new_name(folder, suffix), content)
 
 
 def open_file(name: str, mode: str = "rb") -> IO[bytes]:
