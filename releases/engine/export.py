@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import hashlib
 import re
-from collections import deque
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import IO
 
@@ -32,8 +30,6 @@ _DANGEROUS = r"^[=+\-@\t\r]"
 _PLAIN_NUMBER = r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?"
 #: Rows written per batch.
 BATCH_ROWS = 128 * 1024
-#: Batches assembled ahead of the one being written (each in a thread of its own).
-WRITE_AHEAD = 2
 
 
 def neutralise_cell(value: str) -> str:
@@ -255,16 +251,8 @@ def write_csv(
         # Each line ends in "\n": join with an empty last element.
         return pc.binary_join_element_wise(lines, pa.scalar(""), "\n")
 
-    # Arrow assembles the next batches in other threads (it releases the GIL) while this one
-    # hashes and writes: at most WRITE_AHEAD batches wait, in order.
-    with ThreadPoolExecutor(max_workers=WRITE_AHEAD) as pool:
-        waiting: deque = deque()
-        for start in range(0, rows, batch_rows):
-            waiting.append(pool.submit(assemble, start))
-            if len(waiting) > WRITE_AHEAD:
-                emit(_batch_bytes(waiting.popleft().result()))
-        while waiting:
-            emit(_batch_bytes(waiting.popleft().result()))
+    for start in range(0, rows, batch_rows):
+        emit(_batch_bytes(assemble(start)))
     return Written(sha256=digest.hexdigest(), size=size, rows=rows)
 
 
