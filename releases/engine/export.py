@@ -251,8 +251,10 @@ def write_csv(
         # Each line ends in "\n": join with an empty last element.
         return pc.binary_join_element_wise(lines, pa.scalar(""), "\n")
 
+    pool = pa.default_memory_pool()
     for start in range(0, rows, batch_rows):
         emit(_batch_bytes(assemble(start)))
+        pool.release_unused()  # give each batch's buffers back, not keep them in the pool
     return Written(sha256=digest.hexdigest(), size=size, rows=rows)
 
 

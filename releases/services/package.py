@@ -134,6 +134,7 @@ def _write_parquet(data: pd.DataFrame, path: Path) -> None:
                 for values, codes in parts
             ]
             writer.write_table(pa.Table.from_arrays(columns, schema=schema))
+            pa.default_memory_pool().release_unused()
 
 
 WRITERS = {Format.CSV: _write_csv, Format.XLSX: _write_xlsx, Format.PARQUET: _write_parquet}
