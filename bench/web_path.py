@@ -466,6 +466,13 @@ def main(argv: list[str] | None = None) -> None:
                     outcome = walk(url, accounts, source, steps)
                 finally:
                     memory.stop()
+                # The worker's own account of the run's stages.
+                for line in (workdir / "worker.log").read_text().splitlines():
+                    if re.search(r"Request \d+ round \d+: read", line):
+                        stages = re.sub(r".*Request \d+ round \d+: ", "", line)
+                        print("  run stages: " + stages, file=sys.stderr)
+                        outcome["run_stages"] = stages
+                        break
     peaks = memory.report()
     print(
         f"  worker pool process peak {peaks['worker']['largest_child_mb']:8.0f} MB "

@@ -7,6 +7,7 @@ and from which state.
 from __future__ import annotations
 
 import datetime
+import json
 import logging
 import math
 import tempfile
@@ -18,7 +19,7 @@ import numpy as np
 import pandas as pd
 from django.conf import settings
 from django.contrib.auth.models import Group
-from django.db import transaction
+from django.db import connection, models, transaction
 from django.http import Http404
 from django.utils import timezone
 
@@ -684,9 +685,11 @@ def run_release(request_id: int) -> None:
         )
 
     files: list[ReleaseFile] = []
+    timer = _StageTimer()
     try:
         params = ReleaseParameters.of(release_request)
         frame, all_columns = load_released(release_request.dataset, release_request.config)
+        timer.done("read")
         _set_progress(release_request.pk, 0.1, "Searching for the best generalization")
         built = build_release(
             frame,
@@ -695,10 +698,13 @@ def run_release(request_id: int) -> None:
             release_request.shuffle_seed,
             progress=_ProgressReporter(release_request.pk),
         )
+        timer.done("anonymized")
         _set_progress(release_request.pk, 0.92, "Writing the extract")
         files = _store_package(release_request, built.data)
         by_format = {f.format: f for f in files}
         digest = package.package_digest({f.format: f.sha256 for f in files})
+        timer.done("package written")
+        _set_progress(release_request.pk, 0.95, "Measuring the result")
         summary = _summary(built, release_request, frame, all_columns)
         classes = _classes(
             release_request,
@@ -707,6 +713,8 @@ def run_release(request_id: int) -> None:
             list(built.config.quasi_identifiers),
             built.config.sensitive,
         )
+        timer.done("measured")
+        _set_progress(release_request.pk, 0.97, f"Storing {len(classes):,} equivalence classes")
         with transaction.atomic():
             finished = ReleaseRequest.objects.filter(
                 pk=release_request.pk, state__in=lifecycle.sources("finish_run")
@@ -737,6 +745,8 @@ def run_release(request_id: int) -> None:
                 package_sha256=digest,
                 files={f.format: f.sha256 for f in files},
             )
+        timer.done("stored")
+        logger.info("Request %s round %s: %s", request_id, release_request.round, timer)
     except RunCancelled:
         _discard(files)
         audit.record(
@@ -758,6 +768,22 @@ def run_release(request_id: int) -> None:
         )
 
 
+class _StageTimer:
+    """Seconds each stage of a run took, for the worker's log ("read 3.1 s, anonymized ...")."""
+
+    def __init__(self) -> None:
+        self.last = time.perf_counter()
+        self.stages: list[tuple[str, float]] = []
+
+    def done(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.stages.append((stage, now - self.last))
+        self.last = now
+
+    def __str__(self) -> str:
+        return ", ".join(f"{stage} {seconds:.1f} s" for stage, seconds in self.stages)
+
+
 #: Classes inserted per statement (Django lowers it to what the database accepts).
 CLASS_BATCH = 2000
 
@@ -766,10 +792,31 @@ def _store_classes(classes: list[EquivalenceClass]) -> None:
     """Insert a round's classes in batches, each marked when it fails or only just passes a
     model (the table's "flagged first" order reads that column by index), with its values as
     searchable text (the table's filter)."""
-    for equivalence_class in classes:
-        equivalence_class.flagged = bool(equivalence_class.fails or equivalence_class.borderline)
-        equivalence_class.search = EquivalenceClass.search_text(equivalence_class.values)
-    EquivalenceClass.objects.bulk_create(classes, batch_size=CLASS_BATCH)
+    fields = [f for f in EquivalenceClass._meta.concrete_fields if not f.primary_key]
+    quote = connection.ops.quote_name
+    statement = "INSERT INTO {} ({}) VALUES ({})".format(
+        quote(EquivalenceClass._meta.db_table),
+        ", ".join(quote(f.column) for f in fields),
+        ", ".join(["%s"] * len(fields)),
+    )
+    json_fields = {f.attname for f in fields if isinstance(f, models.JSONField)}
+    # Rows as plain values (JSON already text): the model's field-by-field preparation costs
+    # more than the insert at 100,000 classes.
+    rows = []
+    for c in classes:
+        c.flagged = bool(c.fails or c.borderline)
+        c.search = EquivalenceClass.search_text(c.values)
+        rows.append(
+            [
+                json.dumps(getattr(c, f.attname), ensure_ascii=False)
+                if f.attname in json_fields
+                else getattr(c, f.attname)
+                for f in fields
+            ]
+        )
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), CLASS_BATCH):
+            cursor.executemany(statement, rows[start : start + CLASS_BATCH])
 
 
 def _discard(files: list[ReleaseFile]) -> None:
