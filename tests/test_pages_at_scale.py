@@ -135,9 +135,10 @@ def test_a_recipient_pages_through_their_own_activity_only(released, officer, re
 
 
 def test_the_classes_filter_matches_a_value_exactly(released, officer, client):
-    """The filter finds the released value as written: not another case, nor a longer value."""
+    """The filter finds the released value as written: not another case, nor a longer value,
+    nor a value that quotes it."""
     first = released.classes.order_by("id").first()
-    for value in ("Male", "male", "Female", "Male "):
+    for value in ("Male", "male", "Female", "Male ", 'x"], ["sex", "Male'):
         first.pk = None
         first.values = {**first.values, "sex": value}
         first.search = first.search_text(first.values)

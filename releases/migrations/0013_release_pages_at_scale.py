@@ -14,8 +14,8 @@ def fill_stored_classes(apps, schema_editor):
     model.objects.exclude(borderline=[]).update(flagged=True)
     batch = []
     for stored in model.objects.only("id", "values").iterator(chunk_size=2000):
-        stored.search = "\n".join(
-            json.dumps([str(k), str(v)], ensure_ascii=False) for k, v in stored.values.items()
+        stored.search = json.dumps(
+            [[str(k), str(v)] for k, v in stored.values.items()], ensure_ascii=False
         )
         batch.append(stored)
         if len(batch) == 2000:

@@ -279,9 +279,9 @@ class EquivalenceClass(models.Model):
     #: Fails a model or only just passes one: stored so the table sorts on it by index (a
     #: JSON emptiness test on 100,000 classes would be computed on every page).
     flagged = models.BooleanField(default=False)
-    #: One line per quasi-identifier, ``["name", "value"]`` (see :meth:`search_key`): the
-    #: table's filter finds a value with a case-sensitive substring test (INSTR / STRPOS) on
-    #: it instead of extracting a JSON key from each of 100,000 classes.
+    #: The quasi-identifiers' values as JSON pairs, ``[["name", "value"], ...]`` (see
+    #: :meth:`search_key`): the table's filter finds a value with a case-sensitive substring
+    #: test (INSTR / STRPOS) on it instead of extracting a JSON key from 100,000 classes.
     search = models.TextField(blank=True, default="")
 
     class Meta:
@@ -302,10 +302,11 @@ class EquivalenceClass(models.Model):
 
     @staticmethod
     def search_key(attribute: str, value: str) -> str:
-        """The line of one quasi-identifier's value in :attr:`search` (JSON-quoted, so no
-        value can contain another's line)."""
+        """One quasi-identifier's value as it appears in :attr:`search`: a JSON pair. A quote
+        inside a value is escaped, so ``["`` only ever starts a pair and ``"]`` ends one: the
+        key matches that pair exactly, never a part of another value."""
         return json.dumps([attribute, value], ensure_ascii=False)
 
-    @classmethod
-    def search_text(cls, values: dict) -> str:
-        return "\n".join(cls.search_key(str(k), str(v)) for k, v in values.items())
+    @staticmethod
+    def search_text(values: dict) -> str:
+        return json.dumps([[str(k), str(v)] for k, v in values.items()], ensure_ascii=False)
