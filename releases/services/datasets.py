@@ -468,9 +468,7 @@ def read_hierarchy_file(uploaded: UploadedFile) -> bytes:
     """The bytes of an uploaded hierarchy, refused as soon as they pass the size or row
     limit (each refusal names its setting): checked chunk by chunk, before any parsing."""
     limit = settings.MAX_HIERARCHY_BYTES
-    too_big = (
-        f"A hierarchy file may be at most {limit / 1024**2:.0f} MB (MAX_HIERARCHY_BYTES)."
-    )
+    too_big = f"A hierarchy file may be at most {limit / 1024**2:.0f} MB (MAX_HIERARCHY_BYTES)."
     if uploaded.size is not None and uploaded.size > limit:
         raise InvalidInput(too_big)
     chunks: list[bytes] = []

@@ -55,9 +55,9 @@ def latest(task_name: str, *args: int) -> OutboxMessage | None:
 
 
 def is_waiting(task_name: str, *args: int) -> bool:
-    """Is the last message for this work still unsent (the broker was unreachable)?"""
+    """Did the broker refuse the last message for this work, which still waits to be sent?"""
     message = latest(task_name, *args)
-    return message is not None and message.sent_at is None
+    return message is not None and message.sent_at is None and message.attempts > 0
 
 
 def deliver(message_id: int) -> bool:

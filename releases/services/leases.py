@@ -115,7 +115,9 @@ class Lease:
                 try:
                     ours = self.renew()
                 except Exception:  # a busy database must not end the work: try next time
-                    logger.warning("Could not renew the lease of %s %s", self.model.__name__, self.pk)
+                    logger.warning(
+                        "Could not renew the lease of %s %s", self.model.__name__, self.pk
+                    )
                     continue
                 if not ours:
                     self._lose()

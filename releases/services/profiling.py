@@ -476,7 +476,11 @@ def profile_dataset(dataset_id: int) -> Dataset | None:
     if not claimed or dataset is None:
         return dataset
     lease = leases.Lease(
-        Dataset, dataset.pk, interrupt=ProfilingCancelled, status=Dataset.Status.PROFILING, worker=me
+        Dataset,
+        dataset.pk,
+        interrupt=ProfilingCancelled,
+        status=Dataset.Status.PROFILING,
+        worker=me,
     )
     try:
         with lease:

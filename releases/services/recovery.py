@@ -161,9 +161,7 @@ def recover_profiling(dataset: Dataset) -> str:
     """Give a profiling whose lease expired another attempt, or refuse the file."""
     still = {"attempts": dataset.attempts, "status": Dataset.Status.PROFILING}
     if dataset.attempts >= leases.max_attempts():
-        reason = profiling_lost_message(
-            dataset.attempts, _cause(None, None)
-        )
+        reason = profiling_lost_message(dataset.attempts, _cause(None, None))
         silent = Dataset.objects.filter(_silent(), pk=dataset.pk, **still).exists()
         if silent and profiling.refuse(dataset, reason, **still, heartbeat_at=dataset.heartbeat_at):
             logger.warning("Dataset %s: worker %s stopped: refused", dataset.pk, dataset.worker)
@@ -282,10 +280,7 @@ def redeliver_waiting_work() -> int:
     """Work still waiting for a worker long after its message went out: send it again."""
     waiting = [
         *((RUN_TASK, pk) for pk in _pks(ReleaseRequest.objects.filter(state=State.QUEUED))),
-        *(
-            (PROFILE_TASK, pk)
-            for pk in _pks(Dataset.objects.filter(status=Dataset.Status.PENDING))
-        ),
+        *((PROFILE_TASK, pk) for pk in _pks(Dataset.objects.filter(status=Dataset.Status.PENDING))),
         *((REPRODUCE_TASK, pk) for pk in _pks(Reproduction.objects.filter(state=RState.QUEUED))),
         *(
             (NOTIFY_TASK, pk)

@@ -648,7 +648,9 @@ def discard_attempt(request_id: int, round_number: int, attempt: int) -> int:
     """Remove the files an attempt wrote that no ReleaseFile row names (it did not finish);
     returns how many."""
     folder = f"extracts/{request_id}/r{round_number}a{attempt}"
-    kept = set(ReleaseFile.objects.filter(path__startswith=folder + "/").values_list("path", flat=True))
+    kept = set(
+        ReleaseFile.objects.filter(path__startswith=folder + "/").values_list("path", flat=True)
+    )
     removed = 0
     for name in storage.list_files(folder):
         if name not in kept:
