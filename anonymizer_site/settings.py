@@ -324,6 +324,8 @@ EMAIL_BACKEND = os.environ.get(
     if DEBUG
     else "django.core.mail.backends.smtp.EmailBackend",
 )
+# The file backend (tests, demos) writes each message into EMAIL_FILE_PATH.
+EMAIL_FILE_PATH = os.environ.get("EMAIL_FILE_PATH", str(VAR_DIR / "mail"))
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
 EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
 EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")

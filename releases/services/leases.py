@@ -176,15 +176,32 @@ class Lease:
 _paused: set[tuple[str, str]] = set()
 
 
+def _pause_matching(stage: str, work: str) -> str:
+    setting = getattr(settings, "WORK_PAUSE_AT", "")
+    if not setting:
+        return ""
+    lowered = stage.lower()
+    for wanted in setting.split(","):
+        if wanted and wanted.lower() in lowered and (wanted, work) not in _paused:
+            return wanted
+    return ""
+
+
+def pause_wanted(stage: str, work: str) -> bool:
+    """Would :func:`pause_point` pause here (so the stage must be reported first)?"""
+    return bool(_pause_matching(stage, work))
+
+
 def pause_point(stage: str, work: str) -> None:
-    """Test-only: with ``WORK_PAUSE_AT`` naming part of a stage ("search", "Recording"), the
-    work pauses there for ``WORK_PAUSE_SECONDS``, once per piece of ``work`` and process, so a
-    fault test can kill or cancel it in that phase. Off (no pause, no cost) unless set."""
-    wanted = getattr(settings, "WORK_PAUSE_AT", "")
-    if not wanted or wanted.lower() not in stage.lower() or (wanted, work) in _paused:
+    """Test-only: with ``WORK_PAUSE_AT`` naming parts of stages (comma-separated: "Loading,
+    lattice,Recording"), the work pauses at each for ``WORK_PAUSE_SECONDS``, once per piece of
+    ``work`` and process, so a fault test can kill or cancel it in that phase. Off (no pause,
+    no cost) unless set."""
+    wanted = _pause_matching(stage, work)
+    if not wanted:
         return
     _paused.add((wanted, work))
-    logger.warning("WORK_PAUSE_AT: pausing at %r", stage)
+    logger.warning("WORK_PAUSE_AT: pausing %s at %r", work, stage)
     deadline = time.monotonic() + float(getattr(settings, "WORK_PAUSE_SECONDS", 5))
     while time.monotonic() < deadline:
         time.sleep(0.05)  # short sleeps: a lost lease's exception is raised between them

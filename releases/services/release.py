@@ -618,7 +618,11 @@ class _ProgressReporter:
 
     def __call__(self, fraction: float, stage: str) -> None:
         now = time.monotonic()
-        if now - self.last < PROGRESS_INTERVAL_SECONDS and fraction < 1.0:
+        if (
+            now - self.last < PROGRESS_INTERVAL_SECONDS
+            and fraction < 1.0
+            and not leases.pause_wanted(stage, f"request {self.request_id}")
+        ):
             return
         self.last = now
         # The search spans 10%..90%: loading comes before it, writing after.
