@@ -151,19 +151,25 @@ def current_approvals(release_request: ReleaseRequest) -> QuerySet[Review]:
     ).select_related("reviewer")
 
 
-def timeline_for(user, release_request: ReleaseRequest) -> list[AuditEvent]:
+def timeline_for(user, release_request: ReleaseRequest) -> QuerySet[AuditEvent]:
     """The request's activity, without the open round's votes for a user who may not see them."""
-    events = list(audit.events_for_request(release_request))
+    events = audit.events_for_request(release_request)
     if votes_hidden_from(user, release_request):
-        events = [
-            e
-            for e in events
-            if not (
-                e.action == AuditEvent.Action.REVIEW
-                and e.detail.get("round") == release_request.round
-            )
-        ]
+        events = events.exclude(
+            action=AuditEvent.Action.REVIEW, detail__round=release_request.round
+        )
     return events
+
+
+#: Events shown on one page of an activity list (a busy release logs every download).
+ACTIVITY_PER_PAGE = 50
+
+
+def activity_page(events: QuerySet[AuditEvent], page_number) -> Page:
+    """One page of an activity list, the latest events first."""
+    return Paginator(events.order_by("-created_at", "-id"), ACTIVITY_PER_PAGE).get_page(
+        page_number
+    )
 
 
 #: What a recipient's timeline shows: the release's life, not how it was prepared.
@@ -178,22 +184,20 @@ RECIPIENT_EVENTS = frozenset(
 )
 
 
-def recipient_timeline(user, release_request: ReleaseRequest) -> list[AuditEvent]:
+def recipient_timeline(user, release_request: ReleaseRequest) -> QuerySet[AuditEvent]:
     """A recipient's own acceptance and downloads, and the release's approval, revocation and
     expiry (never comments, which may quote the original)."""
-    events = AuditEvent.objects.filter(
-        request=release_request, action__in=RECIPIENT_EVENTS
-    ).select_related("actor")
-    out = []
-    for e in events:
-        if e.action == AuditEvent.Action.REVIEW and e.detail.get("decision") != Decision.APPROVE:
-            continue
-        if e.action in (AuditEvent.Action.TERMS_ACCEPTED, AuditEvent.Action.DOWNLOAD) and (
-            e.actor_id != user.pk
-        ):
-            continue
-        out.append(e)
-    return out
+    Action = AuditEvent.Action
+    return (
+        AuditEvent.objects.filter(request=release_request, action__in=RECIPIENT_EVENTS)
+        .filter(
+            Q(action=Action.REVIEW, detail__decision=Decision.APPROVE)
+            | Q(action__in=[Action.TERMS_ACCEPTED, Action.DOWNLOAD], actor_id=user.pk)
+            | Q(action__in=[Action.REVOKE, Action.EXPIRE])
+        )
+        .select_related("actor")
+        .order_by("created_at", "id")
+    )
 
 
 # --- The package ---------------------------------------------------------------------------------

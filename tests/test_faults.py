@@ -15,7 +15,7 @@ from django.urls import reverse
 
 from releases.engine import Hierarchy
 from releases.models import BudgetEntry, Dataset, ReleaseRequest, Review, Role
-from releases.services import InvalidInput, budget, datasets, lifecycle, review
+from releases.services import InvalidInput, audit, budget, datasets, lifecycle, review
 from tests.support import factories
 from tests.support.workflow import approve, request_release, run, tag
 from tests.test_services import synthetic_csv
@@ -207,3 +207,43 @@ def test_work_is_handed_to_the_workers_only_through_the_outbox():
     from releases import tasks
 
     assert set(tasks.BY_NAME) <= enqueued | {"releases.profile_dataset"}
+
+
+# --- A busy release's activity list is paged ------------------------------------------------
+
+
+def test_the_activity_list_of_a_busy_release_is_paged_latest_first(
+    client, steward, officer, recipient
+):
+    from releases.models import AuditEvent
+
+    dataset = factories.make_dataset(steward, synthetic_csv(), "people.csv")
+    tag(steward, dataset, {"age": Role.QUASI_IDENTIFIER, "zip": Role.QUASI_IDENTIFIER})
+    release_request = approve(officer, run(request_release(steward, dataset)), recipient)
+    AuditEvent.objects.bulk_create(
+        AuditEvent(
+            action=AuditEvent.Action.DOWNLOAD,
+            actor=recipient,
+            request=release_request,
+            dataset=dataset,
+            detail={"file": f"csv-{i}"},
+        )
+        for i in range(120)
+    )
+    total = audit.events_for_request(release_request).count()
+    client.force_login(officer)
+    page = client.get(reverse("releases:request_detail", args=[release_request.pk]))
+    body = page.content.decode()
+    assert body.count("<li><time>") == 50
+    assert "(csv-119)" in body and "(csv-0)" not in body  # the latest first
+    assert body.index("(csv-119)") < body.index("(csv-118)")
+    assert f"events 1–50 of {total}" in body
+    last = client.get(
+        reverse("releases:request_detail", args=[release_request.pk]), {"activity": 3}
+    ).content.decode()
+    assert "uploaded dataset" in last and "(csv-119)" not in last
+    client.force_login(recipient)
+    own = client.get(reverse("releases:request_detail", args=[release_request.pk])).content
+    assert (
+        "(csv-119)" in own.decode() and "events 1–50 of 121" in own.decode()
+    )  # its downloads and the approval

@@ -97,6 +97,7 @@ def _request_context(request: HttpRequest, release_request: ReleaseRequest, **ex
     if context["summary"]:
         context.update(_classes_context(request, release_request))
     context["waiting_for_queue"] = recovery.waiting_for_queue(release_request)
+    context["events"] = selectors.activity_page(context["events"], request.GET.get("activity"))
     context.update(extra)
     return context
 
@@ -110,12 +111,9 @@ def _page(request: HttpRequest, release_request: ReleaseRequest, status=200, **e
             _request_context(request, release_request, **extra),
             status=status,
         )
-    return render(
-        request,
-        "releases/release_recipient.html",
-        {**selectors.recipient_page(request.user, release_request), **extra},
-        status=status,
-    )
+    context = selectors.recipient_page(request.user, release_request)
+    context["events"] = selectors.activity_page(context["events"], request.GET.get("activity"))
+    return render(request, "releases/release_recipient.html", {**context, **extra}, status=status)
 
 
 def _for_reviewers(request: HttpRequest, request_id: int) -> ReleaseRequest:
