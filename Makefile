@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || command -v p
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test test-second-python install install-test lint format bench bench-io clean
+.PHONY: run test test-second-python install install-test lint format bench bench-io bench-load clean
 
 $(VENV)/.installed-run: pyproject.toml
 	@scripts/check-python.sh "$(PYTHON)"
@@ -54,6 +54,10 @@ bench: install-test
 bench-io: install-test
 	$(PY) bench/cli.py
 	$(PY) bench/profile_upload.py --rows 12000000
+
+# 50 simulated people for 60 s on gunicorn, PostgreSQL, Redis and a worker (loopback only).
+bench-load: install-test
+	$(PY) bench/load.py
 
 clean:
 	rm -rf $(VENV) .venv-alt var staticfiles .pytest_cache .ruff_cache

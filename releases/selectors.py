@@ -167,9 +167,7 @@ ACTIVITY_PER_PAGE = 50
 
 def activity_page(events: QuerySet[AuditEvent], page_number) -> Page:
     """One page of an activity list, the latest events first."""
-    return Paginator(events.order_by("-created_at", "-id"), ACTIVITY_PER_PAGE).get_page(
-        page_number
-    )
+    return Paginator(events.order_by("-created_at", "-id"), ACTIVITY_PER_PAGE).get_page(page_number)
 
 
 #: What a recipient's timeline shows: the release's life, not how it was prepared.

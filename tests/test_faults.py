@@ -14,8 +14,8 @@ from django.db import IntegrityError
 from django.urls import reverse
 
 from releases.engine import Hierarchy
-from releases.models import BudgetEntry, Dataset, ReleaseRequest, Review, Role
-from releases.services import InvalidInput, audit, budget, datasets, lifecycle, review
+from releases.models import Dataset, ReleaseRequest, Review, Role
+from releases.services import InvalidInput, audit, datasets, lifecycle, review
 from tests.support import factories
 from tests.support.workflow import approve, request_release, run, tag
 from tests.test_services import synthetic_csv
@@ -167,16 +167,6 @@ def test_the_decision_email_goes_out_once_and_again_after_a_failed_send(ready_re
 
 
 # --- Deletion --------------------------------------------------------------------------------
-
-
-def test_a_dataset_whose_budget_was_spent_cannot_be_deleted(steward, officer):
-    dataset = factories.make_dataset(steward, synthetic_csv(), "people.csv")
-    budget.set_budget(officer, dataset, "1.0")
-    with pytest.raises(InvalidInput, match="spent privacy budget"):
-        budget.spend(dataset, "0.5", 0, steward)
-        datasets.delete_dataset(steward, dataset)
-    assert Dataset.objects.filter(pk=dataset.pk).exists()
-    assert BudgetEntry.objects.filter(dataset=dataset, kind="dp_spend").count() == 1
 
 
 def test_a_dataset_with_a_result_waiting_for_review_cannot_be_deleted(ready_request, steward):

@@ -171,6 +171,17 @@ class Lease:
             raise self.interrupt()
 
 
+def hold(
+    model: type[models.Model],
+    pk: int,
+    interrupt: type[BaseException] | None = None,
+    **still_ours: Any,
+) -> Lease:
+    """``with hold(Model, pk, interrupt=..., state=..., worker=...) as lease:`` (a
+    :class:`Lease`)."""
+    return Lease(model, pk, interrupt, **still_ours)
+
+
 # --- Fault injection for the tests ------------------------------------------------------------
 
 _paused: set[tuple[str, str]] = set()

@@ -518,7 +518,8 @@ def _new_round(
 
 
 def cancel(user, request_id: int, reason: str = "") -> ReleaseRequest:
-    """Stop a queued or running request: a running one stops at its next progress report."""
+    """Stop a queued or running request: a running one stops within a heartbeat (its lease,
+    ``services.leases``) and keeps nothing."""
     with transaction.atomic():
         release_request = _locked(request_id)
         transition = lifecycle.check_cancel(user, release_request)
