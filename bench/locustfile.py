@@ -4,7 +4,10 @@ Each waits 1 to 5 s between pages (reading them), locust's usual pace for people
 
 Configured by ``bench/load.py`` through the environment: ``LOAD_ACCOUNTS`` (user name ->
 password), ``LOAD_RELEASE`` (the approved release), ``LOAD_READY`` (requests waiting for
-review) and ``LOAD_FILTERS`` (quasi-identifier -> a few values, for the classes filter).
+review), ``LOAD_FILTERS`` (quasi-identifier -> a few values, for the classes filter), and
+``LOAD_USERS`` / ``LOAD_SECONDS``: once the last of the users has logged in, the statistics
+are reset and the run ends ``LOAD_SECONDS`` later, so the figures cover the work alone, not
+the arrival (each login hashes the password on purpose slowly).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import os
 import random
 import re
 
+import gevent
 from locust import HttpUser, between, task
 
 ACCOUNTS = json.loads(os.environ.get("LOAD_ACCOUNTS", "{}"))
@@ -21,6 +25,19 @@ RELEASE = int(os.environ.get("LOAD_RELEASE", "0"))
 READY = [int(pk) for pk in os.environ.get("LOAD_READY", "").split(",") if pk]
 FILTERS = json.loads(os.environ.get("LOAD_FILTERS", "{}"))
 TOKEN = re.compile(r'name="csrfmiddlewaretoken" value="([^"]+)"')
+USERS = int(os.environ.get("LOAD_USERS", "0"))
+SECONDS = float(os.environ.get("LOAD_SECONDS", "0"))
+logged_in = 0
+
+
+def _everyone_arrived(user: HttpUser) -> None:
+    """Start measuring once every user has logged in; stop ``SECONDS`` later."""
+    global logged_in
+    logged_in += 1
+    if USERS and logged_in == USERS:
+        user.environment.stats.reset_all()
+        print(f"All {USERS} users logged in: measuring {SECONDS:.0f} s", flush=True)
+        gevent.spawn_later(SECONDS, user.environment.runner.quit)
 
 
 def log_in(user: HttpUser, username: str) -> None:
@@ -35,6 +52,7 @@ def log_in(user: HttpUser, username: str) -> None:
     ) as response:
         if response.status_code != 302:
             response.failure(f"login as {username} answered {response.status_code}")
+    _everyone_arrived(user)
 
 
 class Officer(HttpUser):
