@@ -444,3 +444,36 @@ def test_deleting_a_dataset_while_it_is_profiled_stops_the_profiling(
     assert not Dataset.objects.exists() and not DatasetColumn.objects.exists()
     assert stored_files(private_media_root) == []
     assert AuditEvent.objects.get(action=A.DELETE).detail["status"] == Dataset.Status.PROFILING
+
+
+@pytest.mark.django_db
+def test_a_lost_statistics_run_is_retried_with_its_own_task_and_spends_once(
+    steward, officer, settings
+):
+    from releases.engine import dp
+    from releases.models import BudgetEntry
+    from releases.services import budget, statistics
+    from tests.test_statistics_release import COUNT, people_csv
+
+    settings.WORK_MAX_ATTEMPTS = 2
+    dataset = factories.make_dataset(steward, people_csv(), "people.csv")
+    budget.set_budget(officer, dataset, "2", "0")
+    with mock.patch.object(dispatch, "send"):
+        release_request = statistics.request_statistics(steward, dataset, [dict(COUNT)])
+    # A worker takes it, spends, and is killed before the tables are written.
+    with (
+        mock.patch.object(dp, "run_release", side_effect=SystemExit("killed")),
+        pytest.raises(SystemExit),
+    ):
+        statistics.run_statistics(release_request.pk)
+    ReleaseRequest.objects.filter(pk=release_request.pk).update(
+        heartbeat_at=timezone.now() - timedelta(minutes=5)
+    )
+
+    assert recovery.sweep()["runs"] == {"retried": 1, "failed": 0}
+    assert dispatch.latest("releases.run_statistics", release_request.pk).sent_at is None
+    statistics.run_statistics(release_request.pk)
+    release_request.refresh_from_db()
+    assert (release_request.state, release_request.attempts) == (State.READY, 2)
+    spends = BudgetEntry.objects.filter(dataset=dataset, kind=BudgetEntry.Kind.DP_SPEND)
+    assert spends.count() == 1

@@ -42,6 +42,7 @@ logger = logging.getLogger(__name__)
 State = ReleaseRequest.State
 RState = Reproduction.State
 RUN_TASK = "releases.run_release"
+STATISTICS_TASK = "releases.run_statistics"
 PROFILE_TASK = "releases.profile_dataset"
 REPRODUCE_TASK = "releases.reproduce_release"
 NOTIFY_TASK = "releases.notify_requester"
@@ -79,6 +80,11 @@ def profiling_lost_message(attempts: int, cause: str) -> str:
         f"time{'s' if attempts != 1 else ''} ({cause}). Upload the file again, or a smaller "
         "one (fewer rows or columns) if it keeps stopping."
     )
+
+
+def run_task_of(kind: str) -> str:
+    """The task that runs a request of this kind (a row-level extract or DP statistics)."""
+    return STATISTICS_TASK if kind == ReleaseRequest.Kind.STATISTICS else RUN_TASK
 
 
 def _silent() -> Q:
@@ -135,7 +141,7 @@ def recover_run(release_request: ReleaseRequest) -> str:
                 attempt=release_request.attempts,
                 worker=release_request.worker,
             )
-            dispatch.enqueue(RUN_TASK, release_request.pk)
+            dispatch.enqueue(run_task_of(release_request.kind), release_request.pk)
         else:
             audit.record(
                 AuditEvent.Action.RUN_FAILED,
@@ -278,8 +284,9 @@ def redeliver(task_name: str, pk: int) -> bool:
 
 def redeliver_waiting_work() -> int:
     """Work still waiting for a worker long after its message went out: send it again."""
+    queued = ReleaseRequest.objects.filter(state=State.QUEUED).order_by("pk")
     waiting = [
-        *((RUN_TASK, pk) for pk in _pks(ReleaseRequest.objects.filter(state=State.QUEUED))),
+        *((run_task_of(kind), pk) for pk, kind in queued.values_list("pk", "kind")[:SWEEP_BATCH]),
         *((PROFILE_TASK, pk) for pk in _pks(Dataset.objects.filter(status=Dataset.Status.PENDING))),
         *((REPRODUCE_TASK, pk) for pk in _pks(Reproduction.objects.filter(state=RState.QUEUED))),
         *(
@@ -309,7 +316,7 @@ def check_request(release_request: ReleaseRequest) -> bool:
         )
         return bool(silent and recover_run(release_request))
     if release_request.state == State.QUEUED:
-        return redeliver(RUN_TASK, release_request.pk)
+        return redeliver(run_task_of(release_request.kind), release_request.pk)
     return False
 
 
@@ -326,7 +333,7 @@ def check_dataset(dataset: Dataset) -> bool:
 def waiting_for_queue(release_request: ReleaseRequest) -> bool:
     """Is this queued request's message still waiting for the broker (Redis unreachable)?"""
     return release_request.state == State.QUEUED and dispatch.is_waiting(
-        RUN_TASK, release_request.pk
+        run_task_of(release_request.kind), release_request.pk
     )
 
 
