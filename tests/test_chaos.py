@@ -371,7 +371,12 @@ def test_redis_down_during_every_kind_of_submission_loses_nothing(
     assert upload.status_code == 302  # never a 500: the upload waits for the queue
     requested = client.post(
         reverse("releases:request_create", args=[dataset.pk]),
-        {"k": 5, "suppression_percent": 5, "algorithm": "optimal"},
+        {
+            "use__k-anonymity": "on",
+            "k-anonymity__k": 5,
+            "suppression_percent": 5,
+            "algorithm": "optimal",
+        },
     )
     assert requested.status_code == 302
     page = client.get(requested.url)
