@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || command -v p
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test test-second-python install install-test lint format bench bench-io bench-web bench-pages clean
+.PHONY: run test test-second-python install install-test lint format bench bench-io bench-web bench-pages bench-load clean
 
 $(VENV)/.installed-run: pyproject.toml
 	@scripts/check-python.sh "$(PYTHON)"
@@ -62,6 +62,10 @@ bench-web: install-test
 
 bench-pages: install-test
 	$(PY) bench/pages.py
+
+# 50 simulated people for 60 s on gunicorn, PostgreSQL, Redis and a worker (loopback only).
+bench-load: install-test
+	$(PY) bench/load.py
 
 clean:
 	rm -rf $(VENV) .venv-alt var staticfiles .pytest_cache .ruff_cache

@@ -1,9 +1,11 @@
 """Celery application: the broker is Redis (REDIS_URL); tasks live in ``releases.tasks``."""
 
+import logging
 import os
+import resource
 
 from celery import Celery
-from celery.signals import worker_ready
+from celery.signals import worker_process_init, worker_ready
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "anonymizer_site.settings")
 
@@ -11,14 +13,50 @@ app = Celery("anonymizer_site")
 app.config_from_object("django.conf:settings", namespace="CELERY")
 app.autodiscover_tasks()
 
+logger = logging.getLogger(__name__)
+
 
 @worker_ready.connect
-def fail_work_lost_by_dead_workers(**_kwargs) -> None:
-    """Whatever a dead worker left running will never finish: say so instead of spinning.
-    Releases past their expiry date get the expired state written (they already cannot be
-    downloaded)."""
-    from releases.services.recovery import fail_stale_work
-    from releases.services.sharing import expire_due
+def sweep_at_start(**_kwargs) -> None:
+    """A starting worker sweeps at once (beat may not run yet, or not at all): what a dead
+    worker left running gets another attempt or a reason, lost messages go out again."""
+    from releases.services.recovery import sweep
 
-    fail_stale_work()
-    expire_due()
+    try:
+        sweep()
+    except Exception:  # the database may not be reachable yet: beat sweeps again soon
+        logger.exception("The sweep at worker start failed")
+
+
+def limit_memory(megabytes: int) -> None:
+    """A ceiling on this process's data segment (heap and anonymous mappings, RLIMIT_DATA):
+    an allocation past it fails with MemoryError (numpy, pandas, Arrow and Python alike) that
+    the task reports, where an address-space limit (RLIMIT_AS) would refuse the virtual
+    memory that Arrow's allocator and thread stacks reserve without using."""
+    if megabytes <= 0:
+        return
+    limit = megabytes * 1024 * 1024
+    _soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    if hard != resource.RLIM_INFINITY:
+        limit = min(limit, hard)
+    resource.setrlimit(resource.RLIMIT_DATA, (limit, hard))
+
+
+@worker_process_init.connect
+def prepare_pool_process(**_kwargs) -> None:
+    """Each pool process: its memory ceiling, and a temporary folder of its own (the folders of
+    processes killed with -9 are removed here, as the process replacing them starts)."""
+    import tempfile
+
+    from django.conf import settings
+
+    from releases.services.recovery import use_process_work_dir
+
+    limit_memory(settings.WORKER_MEMORY_LIMIT_MB)
+    try:
+        folder = str(use_process_work_dir())
+    except OSError:
+        logger.exception("Could not make this worker process's temporary folder")
+        return
+    settings.FILE_UPLOAD_TEMP_DIR = folder
+    tempfile.tempdir = folder

@@ -246,6 +246,10 @@ MAX_ROWS = int(os.environ.get("MAX_ROWS", 20_000_000))
 MAX_COLUMNS = int(os.environ.get("MAX_COLUMNS", 5_000))
 MAX_CELL_BYTES = int(os.environ.get("MAX_CELL_BYTES", 1024 * 1024))
 MAX_COMPRESSION_RATIO = float(os.environ.get("MAX_COMPRESSION_RATIO", 100))
+# A hierarchy (uploaded, or built on a column's values) is parsed in the web process and kept
+# in every request made with it: bounded in bytes and rows (a value per row).
+MAX_HIERARCHY_BYTES = int(os.environ.get("MAX_HIERARCHY_BYTES", 20 * 1024**2))
+MAX_HIERARCHY_ROWS = int(os.environ.get("MAX_HIERARCHY_ROWS", 100_000))
 
 # Largest release extract (rows x columns) also written as Excel: an .xlsx is written cell by
 # cell (tens of thousands of cells a second); past this the package holds CSV and Parquet.
@@ -277,6 +281,10 @@ CELERY_TASK_TIME_LIMIT = int(
 )
 WORKER_MAX_MEMORY_MB = int(os.environ.get("WORKER_MAX_MEMORY_MB", "3072"))
 CELERY_WORKER_MAX_MEMORY_PER_CHILD = WORKER_MAX_MEMORY_MB * 1024
+# A hard ceiling on each pool process's memory (its data segment, RLIMIT_DATA): an allocation
+# past it raises MemoryError, which the run or profiling reports naming this setting, instead
+# of the machine's out-of-memory killer ending a process. 0: no ceiling.
+WORKER_MEMORY_LIMIT_MB = int(os.environ.get("WORKER_MEMORY_LIMIT_MB", "4096"))
 # Leases: running work renews a heartbeat every HEARTBEAT_SECONDS; work silent for
 # LEASE_SECONDS lost its worker and is retried (up to WORK_MAX_ATTEMPTS runs) or failed.
 HEARTBEAT_SECONDS = float(os.environ.get("HEARTBEAT_SECONDS", "10"))
@@ -286,15 +294,17 @@ WORK_MAX_ATTEMPTS = int(os.environ.get("WORK_MAX_ATTEMPTS", "2"))
 # (a broker restarted without its queue); a repeat is harmless.
 REDELIVER_SECONDS = float(os.environ.get("REDELIVER_SECONDS", "120"))
 # Celery beat runs the sweeper that finishes what dead workers and lost messages left behind.
-SWEEP_SECONDS = int(os.environ.get("SWEEP_SECONDS", "30"))
+SWEEP_SECONDS = float(os.environ.get("SWEEP_SECONDS", "30"))
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 CELERY_BEAT_SCHEDULE = {
     "sweep-work": {"task": "releases.sweep_work", "schedule": float(SWEEP_SECONDS)},
 }
 # A worker that dies hands its task back to the queue; the services' claims keep it single.
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
-# A run or profiling silent for this long is taken as lost when a worker starts.
-STALE_WORK_SECONDS = int(os.environ.get("STALE_WORK_SECONDS", str(15 * 60)))
+# Test-only fault injection (off unless set): work pauses WORK_PAUSE_SECONDS at the first
+# progress stage whose name contains WORK_PAUSE_AT, so a fault test can kill or cancel it there.
+WORK_PAUSE_AT = os.environ.get("WORK_PAUSE_AT", "")
+WORK_PAUSE_SECONDS = float(os.environ.get("WORK_PAUSE_SECONDS", "5"))
 
 # Independent approvals a release needs before it can be downloaded.
 REQUIRED_APPROVALS = int(os.environ.get("REQUIRED_APPROVALS", "1"))
@@ -318,6 +328,8 @@ EMAIL_BACKEND = os.environ.get(
     if DEBUG
     else "django.core.mail.backends.smtp.EmailBackend",
 )
+# The file backend (tests, demos) writes each message into EMAIL_FILE_PATH.
+EMAIL_FILE_PATH = os.environ.get("EMAIL_FILE_PATH", str(VAR_DIR / "mail"))
 EMAIL_HOST = os.environ.get("EMAIL_HOST", "localhost")
 EMAIL_PORT = int(os.environ.get("EMAIL_PORT", "25"))
 EMAIL_HOST_USER = os.environ.get("EMAIL_HOST_USER", "")

@@ -39,6 +39,7 @@ SPECIFIED = {
     (State.QUEUED, "start_run"): (State.RUNNING, lifecycle.SYSTEM),
     (State.RUNNING, "finish_run"): (State.READY, lifecycle.SYSTEM),
     (State.RUNNING, "fail_run"): (State.FAILED, lifecycle.SYSTEM),
+    (State.RUNNING, "retry_run"): (State.QUEUED, lifecycle.SYSTEM),
     (State.QUEUED, "cancel"): (State.CANCELLED, lifecycle.REQUESTER_OR_OFFICER),
     (State.RUNNING, "cancel"): (State.CANCELLED, lifecycle.REQUESTER_OR_OFFICER),
     (State.READY, "approve"): (State.APPROVED, lifecycle.REVIEWER),
@@ -224,8 +225,14 @@ def test_the_workers_steps_are_the_systems_alone(lifecycle_world):
     release_request = _set_state(release_request, State.RUNNING)
     assert lifecycle.can_finish_run(None, release_request)
     assert lifecycle.can_fail_run(None, release_request)
+    assert lifecycle.can_retry_run(None, release_request)
+    with pytest.raises(PermissionDenied, match="Only the worker"):
+        lifecycle.check_retry_run(lifecycle_world["people"]["requester"], release_request)
     with pytest.raises(InvalidInput, match="only a queued request"):
         lifecycle.check_start_run(None, release_request)
+    release_request = _set_state(release_request, State.QUEUED)
+    with pytest.raises(InvalidInput, match="only a running request can be retried"):
+        lifecycle.check_retry_run(None, release_request)
 
 
 def test_an_expiry_date_stops_downloads_at_once_and_its_state_is_written_later(lifecycle_world):

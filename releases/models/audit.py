@@ -20,6 +20,8 @@ class AuditEvent(models.Model):
         RUN_START = "run_start", "Run started"
         RUN_END = "run_end", "Run finished"
         RUN_FAILED = "run_failed", "Run failed"
+        RUN_RETRIED = "run_retried", "Run queued again after its worker stopped"
+        PROFILING_RETRIED = "profiling_retried", "Profiling queued again after its worker stopped"
         RESUBMIT = "resubmit", "Resubmitted"
         REVIEW = "review", "Reviewed"
         DOWNLOAD = "download", "Downloaded extract"

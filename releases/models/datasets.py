@@ -55,8 +55,12 @@ class Dataset(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     progress = models.FloatField(default=0.0)
     stage = models.CharField(max_length=200, blank=True)
-    #: Last sign of life from the worker profiling it (see services.recovery).
+    #: Last sign of life from the worker profiling it (its lease: see services.leases).
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    #: Profilings started; the sweeper retries a lost one up to WORK_MAX_ATTEMPTS.
+    attempts = models.PositiveSmallIntegerField(default=0)
+    #: The process holding the lease ("host:pid"), for operators.
+    worker = models.CharField(max_length=200, blank=True)
     error = models.TextField(blank=True)
     profiled_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)

@@ -82,8 +82,12 @@ class ReleaseRequest(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     submitted_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
-    #: Last sign of life from the worker running it (see services.recovery).
+    #: Last sign of life from the worker running it (its lease: see services.leases).
     heartbeat_at = models.DateTimeField(null=True, blank=True)
+    #: Runs of this round started; the sweeper retries a lost one up to WORK_MAX_ATTEMPTS.
+    attempts = models.PositiveSmallIntegerField(default=0)
+    #: The process holding the lease ("host:pid"), for operators.
+    worker = models.CharField(max_length=200, blank=True)
     finished_at = models.DateTimeField(null=True, blank=True)
     extract_path = models.CharField(max_length=500, blank=True)
     extract_sha256 = models.CharField(max_length=64, blank=True)
@@ -250,6 +254,8 @@ class Review(models.Model):
     #: The package (every downloadable file) the reviewer saw; an approval counts for it only.
     package_sha256 = models.CharField(max_length=64, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
+    #: When the decision e-mail went out (or was found to have nobody to go to): sent once.
+    notified_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["round", "created_at", "id"]

@@ -32,7 +32,16 @@ from ..models import (
     Role,
 )
 from ..models.datasets import ColumnType, DateOrder
-from . import InvalidInput, audit, column_store, dispatch, hierarchies, profiling, roles, storage
+from . import (
+    InvalidInput,
+    audit,
+    column_store,
+    dispatch,
+    hierarchies,
+    profiling,
+    roles,
+    storage,
+)
 
 PREVIEW_ROWS = profiling.PREVIEW_ROWS
 SUFFIXES = {"csv": ".csv", "tsv": ".tsv", "xlsx": ".xlsx", "parquet": ".parquet"}
@@ -182,35 +191,52 @@ def load_frame(
 
 
 def delete_dataset(user, dataset: Dataset) -> None:
-    """Delete a dataset with no approved release; its audit events stay, naming it."""
+    """Delete a dataset; its audit events stay, naming it.
+
+    Refused while it has an approved release (its record and report stay), a result waiting
+    for review, or differentially private releases in its budget ledger (a new upload must not
+    start a fresh budget on the same data). A profiling under way, and runs queued or under
+    way, are cancelled with it: their workers notice within a heartbeat (``services.leases``),
+    and their conditional writes find nothing to write, so nothing deleted comes back.
+    """
     dataset = get_dataset_for(user, dataset.pk)
-    if dataset.budget_entries.filter(kind=BudgetEntry.Kind.DP_SPEND).exists():
-        # The budget bounds what releases of these data may leak in total; a new upload of
-        # the same file would start from a fresh budget.
-        raise InvalidInput(
-            "Differentially private releases of this dataset have spent its privacy budget; "
-            "the dataset and its ledger stay, and it cannot be deleted."
-        )
-    states = set(dataset.requests.values_list("state", flat=True))
-    if states & ReleaseRequest.RELEASED_STATES:
-        # A release that went out (even revoked or expired since) keeps its record and report.
-        raise InvalidInput("This dataset has an approved release and cannot be deleted.")
-    busy = states & {
-        ReleaseRequest.State.QUEUED,
-        ReleaseRequest.State.RUNNING,
-        ReleaseRequest.State.READY,
-    }
-    if busy:
-        raise InvalidInput(
-            "This dataset has a release request that is queued, running or waiting for review; "
-            "wait for its decision before deleting the dataset."
-        )
-    paths = [
-        dataset.file_path,
-        *dataset.requests.values_list("extract_path", flat=True),
-        *ReleaseFile.objects.filter(request__dataset=dataset).values_list("path", flat=True),
-    ]
+    State = ReleaseRequest.State
     with transaction.atomic():
+        # The row lock orders this deletion with a worker's final (conditional) write.
+        dataset = Dataset.objects.select_for_update().get(pk=dataset.pk)
+        requests = list(ReleaseRequest.objects.select_for_update().filter(dataset=dataset))
+        states = {r.state for r in requests}
+        if states & ReleaseRequest.RELEASED_STATES:
+            # A release that went out (even revoked or expired since) keeps its record and report.
+            raise InvalidInput("This dataset has an approved release and cannot be deleted.")
+        if BudgetEntry.objects.filter(dataset=dataset, kind=BudgetEntry.Kind.DP_SPEND).exists():
+            # The budget bounds what releases of these data may leak in total; a new upload
+            # of the same file would start from a fresh budget.
+            raise InvalidInput(
+                "Differentially private releases of this dataset have spent its privacy "
+                "budget; the dataset and its ledger stay, and it cannot be deleted."
+            )
+        if State.READY in states:
+            raise InvalidInput(
+                "This dataset has a release request waiting for review; wait for its decision "
+                "before deleting the dataset."
+            )
+        cancelled = [r for r in requests if r.state in (State.QUEUED, State.RUNNING)]
+        for release_request in cancelled:
+            audit.record(
+                AuditEvent.Action.CANCEL,
+                user,
+                request=release_request,
+                round=release_request.round,
+                was=release_request.state,
+                reason="The dataset was deleted.",
+            )
+        paths = [
+            dataset.file_path,
+            column_store.name_of(dataset) if dataset.file_path else "",
+            *[r.extract_path for r in requests],
+            *ReleaseFile.objects.filter(request__dataset=dataset).values_list("path", flat=True),
+        ]
         audit.record(
             AuditEvent.Action.DELETE,
             user,
@@ -218,15 +244,20 @@ def delete_dataset(user, dataset: Dataset) -> None:
             dataset_id=dataset.pk,
             filename=dataset.original_filename,
             sha256=dataset.sha256,
-            requests_deleted=dataset.requests.count(),
+            status=dataset.status,
+            requests_deleted=len(requests),
+            runs_cancelled=[r.pk for r in cancelled],
         )
-        for release_request in dataset.requests.all():
+        for release_request in requests:
             release_request.delete()
-        column_store.delete(dataset)
         dataset.delete()
     for path in paths:
         if path:
             storage.delete_quietly(path)
+    for release_request in requests:
+        # Files of unfinished attempts, which no row names.
+        for name in storage.list_files(f"extracts/{release_request.pk}"):
+            storage.delete_quietly(name)
 
 
 # --- Tagging ------------------------------------------------------------------------------
@@ -410,6 +441,8 @@ def set_hierarchy_builder(
         return use_automatic_hierarchy(user, dataset, column_id)
     if builder not in {b for b, _ in hierarchies.BUILDERS}:
         raise InvalidInput(f"Unknown hierarchy builder {builder!r}.")
+    if column.distinct_values > settings.MAX_HIERARCHY_ROWS:
+        raise InvalidInput(hierarchy_rows_message())
     hierarchy = build_hierarchy(dataset, column, builder, params)
     with transaction.atomic():
         column.hierarchy_source = builder
@@ -424,6 +457,35 @@ def set_hierarchy_builder(
     return column
 
 
+def hierarchy_rows_message() -> str:
+    return (
+        f"A hierarchy may have at most {settings.MAX_HIERARCHY_ROWS:,} rows "
+        "(MAX_HIERARCHY_ROWS). For a column with this many values, use the automatic "
+        "hierarchy or generalize the values before uploading."
+    )
+
+
+def read_hierarchy_file(uploaded: UploadedFile) -> bytes:
+    """The bytes of an uploaded hierarchy, refused as soon as they pass the size or row
+    limit (each refusal names its setting): checked chunk by chunk, before any parsing."""
+    limit = settings.MAX_HIERARCHY_BYTES
+    too_big = f"A hierarchy file may be at most {limit / 1024**2:.0f} MB (MAX_HIERARCHY_BYTES)."
+    if uploaded.size is not None and uploaded.size > limit:
+        raise InvalidInput(too_big)
+    chunks: list[bytes] = []
+    size = rows = 0
+    uploaded.seek(0)
+    for chunk in uploaded.chunks():
+        size += len(chunk)
+        if size > limit:
+            raise InvalidInput(too_big)
+        rows += chunk.count(b"\n")
+        if rows > settings.MAX_HIERARCHY_ROWS:
+            raise InvalidInput(hierarchy_rows_message())
+        chunks.append(chunk)
+    return b"".join(chunks)
+
+
 def set_hierarchy_file(
     user, dataset: Dataset, column_id: int, uploaded: UploadedFile
 ) -> DatasetColumn:
@@ -431,9 +493,7 @@ def set_hierarchy_file(
     dataset = get_dataset_for(user, dataset.pk)
     ensure_ready(dataset)
     column = _column(dataset, column_id)
-    if uploaded.size is not None and uploaded.size > 20 * 1024 * 1024:
-        raise InvalidInput("A hierarchy file may be at most 20 MB.")
-    raw = uploaded.read()
+    raw = read_hierarchy_file(uploaded)
     try:
         hierarchy = Hierarchy.from_arx_csv(raw, attribute=column.name)
         hierarchy.validate_against(column_values(dataset, column))

@@ -27,15 +27,37 @@ logger = logging.getLogger(__name__)
 CLAIM_SECONDS = 30
 
 
-def enqueue(task_name: str, *args: int) -> OutboxMessage:
-    """Record the task ``task_name`` (a name from ``releases.tasks``) and send it on commit."""
+def enqueue(task_name: str, *args: int, redelivery: int = 0) -> OutboxMessage:
+    """Record the task ``task_name`` (a name from ``releases.tasks``) and send it on commit.
+
+    ``redelivery``: how many times this work was already sent again (the sweeper's backoff)."""
     from .. import tasks
 
     if task_name not in tasks.BY_NAME:
         raise ValueError(f"Unknown task {task_name!r}.")
-    message = OutboxMessage.objects.create(task_name=task_name, args=list(args))
+    message = OutboxMessage.objects.create(
+        task_name=task_name,
+        args=list(args),
+        work_key=OutboxMessage.key_of(task_name, *args),
+        redelivery=redelivery,
+    )
     transaction.on_commit(lambda: deliver(message.pk))
     return message
+
+
+def latest(task_name: str, *args: int) -> OutboxMessage | None:
+    """The last message written for this piece of work."""
+    return (
+        OutboxMessage.objects.filter(work_key=OutboxMessage.key_of(task_name, *args))
+        .order_by("-id")
+        .first()
+    )
+
+
+def is_waiting(task_name: str, *args: int) -> bool:
+    """Did the broker refuse the last message for this work, which still waits to be sent?"""
+    message = latest(task_name, *args)
+    return message is not None and message.sent_at is None and message.attempts > 0
 
 
 def deliver(message_id: int) -> bool:

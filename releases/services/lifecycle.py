@@ -11,7 +11,7 @@ pair of functions made from the table and the action's conditions:
   stops it, each with a sentence for the person.
 
 Services never re-derive these rules, and neither do views or templates. The worker's steps
-(``start_run``, ``finish_run``, ``fail_run``, ``expire``) are actions of the system: their
+(``start_run``, ``finish_run``, ``fail_run``, ``retry_run``, ``expire``) are actions of the system: their
 user is ``None``.
 
 An approved release whose expiry date has passed is treated as expired here (its
@@ -100,6 +100,8 @@ TRANSITIONS: dict[tuple[str, str], Transition] = {
     (State.QUEUED, "start_run"): Transition(State.RUNNING, SYSTEM, "Start the run"),
     (State.RUNNING, "finish_run"): Transition(State.READY, SYSTEM, "Finish the run"),
     (State.RUNNING, "fail_run"): Transition(State.FAILED, SYSTEM, "Fail the run"),
+    # The worker running it stopped (killed, out of memory): another attempt, by the sweeper.
+    (State.RUNNING, "retry_run"): Transition(State.QUEUED, SYSTEM, "Retry the run"),
     (State.QUEUED, "cancel"): Transition(State.CANCELLED, REQUESTER_OR_OFFICER, "Cancel"),
     (State.RUNNING, "cancel"): Transition(State.CANCELLED, REQUESTER_OR_OFFICER, "Cancel"),
     (State.READY, "approve"): Transition(State.APPROVED, REVIEWER, "Approve"),
@@ -221,6 +223,7 @@ ACTIONS: dict[str, Action] = {
         Action("start_run", "start a run", "only a queued request can start running.", frozenset()),
         Action("finish_run", "finish a run", "only a running request can finish.", frozenset()),
         Action("fail_run", "fail a run", "only a running request can fail.", frozenset()),
+        Action("retry_run", "retry a run", "only a running request can be retried.", frozenset()),
         Action(
             "cancel",
             "cancel a request",
@@ -410,6 +413,14 @@ def can_fail_run(user, release_request) -> bool:
 
 def check_fail_run(user, release_request) -> Transition:
     return check("fail_run", user, release_request)
+
+
+def can_retry_run(user, release_request) -> bool:
+    return can("retry_run", user, release_request)
+
+
+def check_retry_run(user, release_request) -> Transition:
+    return check("retry_run", user, release_request)
 
 
 def can_cancel(user, release_request) -> bool:

@@ -22,15 +22,17 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F
 from django.utils import timezone
 
 from ..engine import tabular
 from ..engine.tabular import ReadLimits, TableError, TableFormat, TableScan
 from ..models import AuditEvent, Dataset, DatasetColumn
 from ..models.datasets import ColumnType, DateOrder
-from . import InvalidInput, audit, column_store, storage, suggestions
+from . import InvalidInput, audit, column_store, leases, storage, suggestions
 
 logger = logging.getLogger(__name__)
 
@@ -347,10 +349,19 @@ def profile_from_counts(
 # --- The task's body ----------------------------------------------------------------------
 
 
+class ProfilingCancelled(Exception):
+    """The dataset left this process while it was profiled (deleted, or retried elsewhere)."""
+
+
 def _progress(dataset: Dataset, progress: float, stage: str) -> None:
-    Dataset.objects.filter(pk=dataset.pk).update(
-        progress=progress, stage=stage[:200], heartbeat_at=timezone.now()
-    )
+    """Report progress (and renew the lease); ``ProfilingCancelled`` when the dataset is no
+    longer being profiled by this process."""
+    ours = Dataset.objects.filter(
+        pk=dataset.pk, status=Dataset.Status.PROFILING, worker=leases.worker_id()
+    ).update(progress=progress, stage=stage[:200], heartbeat_at=timezone.now())
+    if not ours:
+        raise ProfilingCancelled()
+    leases.pause_point(stage, f"dataset {dataset.pk}")
 
 
 def _stored_format(dataset: Dataset) -> TableFormat | None:
@@ -425,60 +436,110 @@ def _read_into_store(dataset: Dataset, scan: TableScan, local: Path) -> list[lis
     return preview
 
 
+def soft_limit_message() -> str:
+    return (
+        "Reading and profiling the file took longer than a worker may spend on one task "
+        f"(TASK_SOFT_TIME_LIMIT, {settings.CELERY_TASK_SOFT_TIME_LIMIT} s). Upload a smaller "
+        "file (fewer rows or columns), or ask the administrators to raise the limit."
+    )
+
+
+def memory_message() -> str:
+    limit = getattr(settings, "WORKER_MEMORY_LIMIT_MB", 0)
+    shown = f"WORKER_MEMORY_LIMIT_MB, {limit} MB" if limit else "the machine's memory"
+    return (
+        f"Reading the file needed more memory than a worker process may use ({shown}). "
+        "Upload a smaller file (fewer columns, or shorter cells), or ask the administrators "
+        "to raise the limit."
+    )
+
+
 def profile_dataset(dataset_id: int) -> Dataset | None:
     """Read the stored file into the column store, profile each column, suggest roles; or
     record why the file was refused.
 
-    Runs once per dataset: a dataset already profiled (or refused) is left as it is.
+    Runs once per dataset and attempt: a dataset already profiled (or refused) is left as it
+    is. The profiling holds a lease (``services.leases``): a dataset deleted meanwhile stops
+    it within a heartbeat, and nothing it wrote is kept (no row, no column store).
     """
+    me = leases.worker_id()
     # A conditional update claims the dataset: of two runs (a redelivered task), one proceeds.
     claimed = Dataset.objects.filter(pk=dataset_id, status=Dataset.Status.PENDING).update(
         status=Dataset.Status.PROFILING,
         stage="Reading the file",
         progress=0.05,
         heartbeat_at=timezone.now(),
+        attempts=F("attempts") + 1,
+        worker=me,
     )
     dataset = Dataset.objects.filter(pk=dataset_id).first()
     if not claimed or dataset is None:
         return dataset
+    lease = leases.Lease(
+        Dataset,
+        dataset.pk,
+        interrupt=ProfilingCancelled,
+        status=Dataset.Status.PROFILING,
+        worker=me,
+    )
     try:
-        with tempfile.TemporaryDirectory(dir=settings.FILE_UPLOAD_TEMP_DIR) as folder:
-            local = Path(folder) / "columns.parquet"
-            with scan_original(dataset) as scan:
-                preview = _read_into_store(dataset, scan, local)
-            fmt, names, rows = scan.format, scan.columns, scan.rows
-            columns = _profile_columns(dataset, local, names, rows, fmt)
-            _progress(dataset, 0.97, "Storing the columns")
-            column_store.save(dataset, local)
+        with lease:
+            leases.pause_point(dataset.stage, f"dataset {dataset.pk}")
+            _profile(dataset, lease)
+    except ProfilingCancelled:
+        _stopped(dataset)
     except TableError as exc:
-        refuse(dataset, str(exc))
-        return dataset
+        _refuse_own(dataset, str(exc))
     except InvalidInput as exc:
-        refuse(dataset, str(exc))
-        return dataset
+        _refuse_own(dataset, str(exc))
+    except SoftTimeLimitExceeded:
+        _refuse_own(dataset, soft_limit_message())
+    except MemoryError:
+        logger.warning("Profiling dataset %s ran out of memory", dataset_id)
+        _refuse_own(dataset, memory_message())
     except Exception:  # an unexpected failure still ends in a readable state
-        logger.exception("Profiling dataset %s failed", dataset_id)
-        refuse(
+        if Dataset.objects.filter(pk=dataset_id, worker=dataset.worker).exists():
+            logger.exception("Profiling dataset %s failed", dataset_id)
+        _refuse_own(
             dataset,
             "The file could not be read because of an internal error. The administrators can "
             "find the details in the worker's log.",
         )
-        return dataset
+    return Dataset.objects.filter(pk=dataset_id).first()
+
+
+def _profile(dataset: Dataset, lease: leases.Lease) -> None:
+    """The profiling's body: read into the column store, profile the columns, record them."""
+    with tempfile.TemporaryDirectory(dir=settings.FILE_UPLOAD_TEMP_DIR) as folder:
+        local = Path(folder) / "columns.parquet"
+        with scan_original(dataset) as scan:
+            preview = _read_into_store(dataset, scan, local)
+        fmt, names, rows = scan.format, scan.columns, scan.rows
+        columns = _profile_columns(dataset, local, names, rows, fmt)
+        _progress(dataset, 0.97, "Storing the columns")
+        column_store.save(dataset, local)
+    lease.stop()  # from here the conditional write decides: nothing interrupts it
     with transaction.atomic():
+        # Never dataset.save(): a row deleted meanwhile must not be inserted again.
+        finished = Dataset.objects.filter(
+            pk=dataset.pk, status=Dataset.Status.PROFILING, worker=dataset.worker
+        ).update(
+            encoding=fmt.encoding,
+            delimiter=fmt.delimiter if fmt.file_format in ("csv", "tsv") else "",
+            sheet_name=fmt.sheet,
+            row_count=rows,
+            preview=preview,
+            status=Dataset.Status.READY,
+            progress=1.0,
+            stage="Profiled",
+            error="",
+            profiled_at=timezone.now(),
+        )
+        if not finished:
+            raise ProfilingCancelled()
         for column in columns:
             column.dataset = dataset
         DatasetColumn.objects.bulk_create(columns, batch_size=500)
-        dataset.encoding = fmt.encoding
-        dataset.delimiter = fmt.delimiter if fmt.file_format in ("csv", "tsv") else ""
-        dataset.sheet_name = fmt.sheet
-        dataset.row_count = rows
-        dataset.preview = preview
-        dataset.status = Dataset.Status.READY
-        dataset.progress = 1.0
-        dataset.stage = "Profiled"
-        dataset.error = ""
-        dataset.profiled_at = timezone.now()
-        dataset.save()
         audit.record(
             AuditEvent.Action.PROFILED,
             None,
@@ -489,8 +550,25 @@ def profile_dataset(dataset_id: int) -> Dataset | None:
             format=fmt.file_format,
             encoding=fmt.encoding,
             sheet=fmt.sheet,
+            attempt=dataset.attempts,
         )
-    return dataset
+
+
+def _refuse_own(dataset: Dataset, reason: str) -> None:
+    """Refuse the file if the dataset is still this process's; else it was deleted or handed
+    on, and only what this profiling wrote is removed."""
+    if not refuse(dataset, reason, worker=dataset.worker):
+        _stopped(dataset)
+
+
+def _stopped(dataset: Dataset) -> None:
+    """The dataset left this process. Deleted: remove the column store this profiling may
+    have written after the deletion removed the files. Handed to another attempt: that one
+    owns the store now."""
+    if not Dataset.objects.filter(pk=dataset.pk).exists() and dataset.file_path:
+        storage.delete_quietly(column_store.name_of(dataset))
+        storage.delete_quietly(dataset.file_path)
+    logger.info("Profiling of dataset %s stopped: it is no longer this worker's", dataset.pk)
 
 
 def _profile_columns(
@@ -537,13 +615,21 @@ def _profile_columns(
     return columns
 
 
-def refuse(dataset: Dataset, reason: str) -> None:
-    """A refused file: the dataset keeps only the reason; its stored file is removed."""
+def refuse(dataset: Dataset, reason: str, **still: object) -> bool:
+    """A refused file: the dataset keeps only the reason; its stored file is removed.
+
+    ``still``: fields the row must still have (e.g. ``worker=`` this process, or an expired
+    ``heartbeat_at__lt=``), so a refusal never overrides what happened meanwhile (a deletion,
+    another attempt). Returns whether the dataset was refused."""
     path = dataset.file_path
     with transaction.atomic():
-        Dataset.objects.filter(pk=dataset.pk).update(
+        refused = Dataset.objects.filter(
+            pk=dataset.pk, status__in=[Dataset.Status.PENDING, Dataset.Status.PROFILING], **still
+        ).update(
             status=Dataset.Status.FAILED, error=reason, stage="Refused", progress=1.0, file_path=""
         )
+        if not refused:
+            return False
         DatasetColumn.objects.filter(dataset=dataset).delete()
         audit.record(
             AuditEvent.Action.UPLOAD_REJECTED,
@@ -557,4 +643,6 @@ def refuse(dataset: Dataset, reason: str) -> None:
     if path:
         storage.delete_quietly(f"{path}{column_store.SUFFIX}")
     storage.delete_quietly(path)
-    dataset.refresh_from_db()
+    dataset.status, dataset.error, dataset.file_path = Dataset.Status.FAILED, reason, ""
+    dataset.stage, dataset.progress = "Refused", 1.0
+    return True

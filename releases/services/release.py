@@ -17,6 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.contrib.auth.models import Group
 from django.db import connection, models, transaction
@@ -36,7 +37,17 @@ from ..models import (
     ReleaseRound,
     Role,
 )
-from . import InvalidInput, audit, datasets, dispatch, lifecycle, package, roles, storage
+from . import (
+    InvalidInput,
+    audit,
+    datasets,
+    dispatch,
+    leases,
+    lifecycle,
+    package,
+    roles,
+    storage,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -500,13 +511,16 @@ def _new_round(
     release_request.started_at = None
     release_request.heartbeat_at = None
     release_request.finished_at = None
+    release_request.attempts = 0
+    release_request.worker = ""
     release_request.save()
     transaction.on_commit(lambda: [storage.delete_quietly(p) for p in old_paths])
     dispatch.enqueue("releases.run_release", release_request.pk)
 
 
 def cancel(user, request_id: int, reason: str = "") -> ReleaseRequest:
-    """Stop a queued or running request: a running one stops at its next progress report."""
+    """Stop a queued or running request: a running one stops within a heartbeat (its lease,
+    ``services.leases``) and keeps nothing."""
     with transaction.atomic():
         release_request = _locked(request_id)
         transition = lifecycle.check_cancel(user, release_request)
@@ -615,7 +629,7 @@ def build_release(
 
 class _ProgressReporter:
     """Writes the engine's progress to the request row, at most twice a second; stops the run
-    when the request is no longer running (cancelled)."""
+    when the request is no longer running in this process (cancelled, deleted, retried)."""
 
     def __init__(self, request_id: int) -> None:
         self.request_id = request_id
@@ -623,7 +637,11 @@ class _ProgressReporter:
 
     def __call__(self, fraction: float, stage: str) -> None:
         now = time.monotonic()
-        if now - self.last < PROGRESS_INTERVAL_SECONDS and fraction < 1.0:
+        if (
+            now - self.last < PROGRESS_INTERVAL_SECONDS
+            and fraction < 1.0
+            and not leases.pause_wanted(stage, f"request {self.request_id}")
+        ):
             return
         self.last = now
         # The search spans 10%..90%: loading comes before it, writing after.
@@ -633,11 +651,35 @@ class _ProgressReporter:
 
 
 def _set_progress(request_id: int, fraction: float, stage: str) -> None:
-    still_running = ReleaseRequest.objects.filter(pk=request_id, state=State.RUNNING).update(
-        progress=fraction, stage=stage, heartbeat_at=timezone.now()
-    )
+    """Report progress (and renew the lease); ``RunCancelled`` when the request is no longer
+    running in this process."""
+    still_running = ReleaseRequest.objects.filter(
+        pk=request_id, state=State.RUNNING, worker=leases.worker_id()
+    ).update(progress=fraction, stage=stage, heartbeat_at=timezone.now())
     if not still_running:
         raise RunCancelled()
+    leases.pause_point(stage, f"request {request_id}")
+
+
+def extract_folder(release_request: ReleaseRequest) -> str:
+    """Where one attempt of a round writes its files: what a dead or cancelled attempt left
+    there and no row names is removed (``discard_attempt``)."""
+    return f"extracts/{release_request.pk}/r{release_request.round}a{release_request.attempts}"
+
+
+def discard_attempt(request_id: int, round_number: int, attempt: int) -> int:
+    """Remove the files an attempt wrote that no ReleaseFile row names (it did not finish);
+    returns how many."""
+    folder = f"extracts/{request_id}/r{round_number}a{attempt}"
+    kept = set(
+        ReleaseFile.objects.filter(path__startswith=folder + "/").values_list("path", flat=True)
+    )
+    removed = 0
+    for name in storage.list_files(folder):
+        if name not in kept:
+            storage.delete_quietly(name)
+            removed += 1
+    return removed
 
 
 def _store_package(release_request: ReleaseRequest, data: pd.DataFrame) -> list[ReleaseFile]:
@@ -654,7 +696,10 @@ def _store_package(release_request: ReleaseRequest, data: pd.DataFrame) -> list[
                         sha256=written.sha256,
                         size_bytes=written.size,
                         path=storage.save_file(
-                            "extracts", package.SUFFIXES[fmt], written.path, move=True
+                            extract_folder(release_request),
+                            package.SUFFIXES[fmt],
+                            written.path,
+                            move=True,
                         ),
                     )
                 )
@@ -665,107 +710,170 @@ def _store_package(release_request: ReleaseRequest, data: pd.DataFrame) -> list[
     return files
 
 
-def run_release(request_id: int) -> None:
-    """Anonymize a queued request: write its package, summary and equivalence classes."""
+def _claim(request_id: int) -> ReleaseRequest | None:
+    """Take a queued request for this process: one more attempt, its lease started."""
     with transaction.atomic():
-        release_request = _locked(request_id)
+        try:
+            release_request = _locked(request_id)
+        except Http404:
+            logger.info("Request %s: nothing to run (it was deleted)", request_id)
+            return None
         refused = lifecycle.refusal("start_run", None, release_request)
         if refused is not None:
             logger.info("Request %s: nothing to run (%s)", request_id, refused[1])
-            return
+            return None
         release_request.state = lifecycle.target(release_request.state, "start_run")
         release_request.started_at = release_request.heartbeat_at = timezone.now()
         release_request.progress = 0.02
         release_request.stage = "Loading the dataset"
+        release_request.attempts += 1
+        release_request.worker = leases.worker_id()
         release_request.save(
-            update_fields=["state", "started_at", "heartbeat_at", "progress", "stage"]
+            update_fields=[
+                "state",
+                "started_at",
+                "heartbeat_at",
+                "progress",
+                "stage",
+                "attempts",
+                "worker",
+            ]
         )
         audit.record(
-            AuditEvent.Action.RUN_START, None, request=release_request, round=release_request.round
-        )
-
-    files: list[ReleaseFile] = []
-    timer = _StageTimer()
-    try:
-        params = ReleaseParameters.of(release_request)
-        frame, all_columns = load_released(release_request.dataset, release_request.config)
-        timer.done("read")
-        _set_progress(release_request.pk, 0.1, "Searching for the best generalization")
-        built = build_release(
-            frame,
-            release_request.config,
-            params,
-            release_request.shuffle_seed,
-            progress=_ProgressReporter(release_request.pk),
-        )
-        timer.done("anonymized")
-        _set_progress(release_request.pk, 0.92, "Writing the extract")
-        files = _store_package(release_request, built.data)
-        by_format = {f.format: f for f in files}
-        digest = package.package_digest({f.format: f.sha256 for f in files})
-        timer.done("package written")
-        _set_progress(release_request.pk, 0.95, "Measuring the result")
-        summary = _summary(built, release_request, frame, all_columns)
-        classes = _classes(
-            release_request,
-            built.result,
-            params,
-            list(built.config.quasi_identifiers),
-            built.config.sensitive,
-        )
-        timer.done("measured")
-        _set_progress(release_request.pk, 0.97, f"Storing {len(classes):,} equivalence classes")
-        with transaction.atomic():
-            finished = ReleaseRequest.objects.filter(
-                pk=release_request.pk, state__in=lifecycle.sources("finish_run")
-            ).update(
-                state=lifecycle.target(State.RUNNING, "finish_run"),
-                progress=1.0,
-                stage="Ready for review",
-                finished_at=timezone.now(),
-                extract_path=by_format[ReleaseFile.Format.CSV].path,
-                extract_sha256=by_format[ReleaseFile.Format.CSV].sha256,
-                package_sha256=digest,
-                summary=summary,
-            )
-            if not finished:
-                raise RunCancelled()
-            EquivalenceClass.objects.filter(request=release_request).delete()
-            _store_classes(classes)
-            ReleaseFile.objects.bulk_create(files)
-            audit.record(
-                AuditEvent.Action.RUN_END,
-                None,
-                request=release_request,
-                round=release_request.round,
-                rows_out=built.result.rows_out,
-                suppressed=built.result.suppressed,
-                k_achieved=built.result.achieved_k,
-                sha256=by_format[ReleaseFile.Format.CSV].sha256,
-                package_sha256=digest,
-                files={f.format: f.sha256 for f in files},
-            )
-        timer.done("stored")
-        logger.info("Request %s round %s: %s", request_id, release_request.round, timer)
-    except RunCancelled:
-        _discard(files)
-        audit.record(
-            AuditEvent.Action.RUN_CANCELLED,
+            AuditEvent.Action.RUN_START,
             None,
             request=release_request,
             round=release_request.round,
+            attempt=release_request.attempts,
+            worker=release_request.worker,
         )
+    return release_request
+
+
+def soft_limit_message() -> str:
+    return (
+        "The run took longer than a worker may spend on one task "
+        f"(TASK_SOFT_TIME_LIMIT, {settings.CELERY_TASK_SOFT_TIME_LIMIT} s) and was stopped. "
+        "Resubmit with fewer quasi-identifiers, shorter hierarchies or the Mondrian algorithm, "
+        "or ask the administrators to raise the limit."
+    )
+
+
+def memory_message() -> str:
+    limit = getattr(settings, "WORKER_MEMORY_LIMIT_MB", 0)
+    shown = f"WORKER_MEMORY_LIMIT_MB, {limit} MB" if limit else "the machine's memory"
+    return (
+        f"The run needed more memory than a worker process may use ({shown}) and was "
+        "stopped. Resubmit with fewer quasi-identifiers or shorter hierarchies, or ask the "
+        "administrators to raise the limit."
+    )
+
+
+def run_release(request_id: int) -> None:
+    """Anonymize a queued request: write its package, summary and equivalence classes.
+
+    The run holds a lease (``services.leases``) while it works: cancelled, deleted or handed to
+    another attempt, it stops within a heartbeat and leaves nothing behind. Past the soft
+    time limit or the memory ceiling it fails with a reason naming the setting."""
+    release_request = _claim(request_id)
+    if release_request is None:
+        return
+    lease = leases.Lease(
+        ReleaseRequest,
+        release_request.pk,
+        interrupt=RunCancelled,
+        state=State.RUNNING,
+        worker=release_request.worker,
+    )
+    try:
+        with lease:
+            leases.pause_point(release_request.stage, f"request {release_request.pk}")
+            _run(release_request, lease)
+    except RunCancelled:
+        _stopped(release_request)
+    except SoftTimeLimitExceeded:
+        _fail(release_request, soft_limit_message())
+    except MemoryError:
+        logger.warning("Release request %s ran out of memory", request_id)
+        _fail(release_request, memory_message())
     except (EngineError, InvalidInput) as exc:
-        _discard(files)
         _fail(release_request, str(exc))
     except Exception:
         logger.exception("Release request %s failed", request_id)
-        _discard(files)
         _fail(
             release_request,
             "The run stopped because of an internal error. The administrators can find the "
             "details in the worker's log.",
         )
+
+
+def _run(release_request: ReleaseRequest, lease: leases.Lease) -> None:
+    """The run's body: read the released columns, search, write the package, measure and
+    record the result (each stage's seconds go to the worker's log)."""
+    timer = _StageTimer()
+    params = ReleaseParameters.of(release_request)
+    frame, all_columns = load_released(release_request.dataset, release_request.config)
+    timer.done("read")
+    _set_progress(release_request.pk, 0.1, "Searching for the best generalization")
+    built = build_release(
+        frame,
+        release_request.config,
+        params,
+        release_request.shuffle_seed,
+        progress=_ProgressReporter(release_request.pk),
+    )
+    timer.done("anonymized")
+    _set_progress(release_request.pk, 0.92, "Writing the extract")
+    files = _store_package(release_request, built.data)
+    by_format = {f.format: f for f in files}
+    digest = package.package_digest({f.format: f.sha256 for f in files})
+    timer.done("package written")
+    _set_progress(release_request.pk, 0.95, "Recording the result")
+    summary = _summary(built, release_request, frame, all_columns)
+    classes = _classes(
+        release_request,
+        built.result,
+        params,
+        list(built.config.quasi_identifiers),
+        built.config.sensitive,
+    )
+    timer.done("measured")
+    _set_progress(release_request.pk, 0.97, f"Storing {len(classes):,} equivalence classes")
+    lease.stop()  # from here the conditional write decides: nothing interrupts it
+    with transaction.atomic():
+        finished = ReleaseRequest.objects.filter(
+            pk=release_request.pk,
+            state__in=lifecycle.sources("finish_run"),
+            worker=release_request.worker,
+        ).update(
+            state=lifecycle.target(State.RUNNING, "finish_run"),
+            progress=1.0,
+            stage="Ready for review",
+            finished_at=timezone.now(),
+            extract_path=by_format[ReleaseFile.Format.CSV].path,
+            extract_sha256=by_format[ReleaseFile.Format.CSV].sha256,
+            package_sha256=digest,
+            summary=summary,
+        )
+        if not finished:
+            raise RunCancelled()
+        EquivalenceClass.objects.filter(request=release_request).delete()
+        _store_classes(classes)
+        ReleaseFile.objects.bulk_create(files)
+        audit.record(
+            AuditEvent.Action.RUN_END,
+            None,
+            request=release_request,
+            round=release_request.round,
+            rows_out=built.result.rows_out,
+            suppressed=built.result.suppressed,
+            k_achieved=built.result.achieved_k,
+            sha256=by_format[ReleaseFile.Format.CSV].sha256,
+            package_sha256=digest,
+            files={f.format: f.sha256 for f in files},
+        )
+    timer.done("stored")
+    logger.info("Request %s round %s: %s", release_request.pk, release_request.round, timer)
 
 
 class _StageTimer:
@@ -819,9 +927,21 @@ def _store_classes(classes: list[EquivalenceClass]) -> None:
             cursor.executemany(statement, rows[start : start + CLASS_BATCH])
 
 
-def _discard(files: list[ReleaseFile]) -> None:
-    for stored in files:
-        storage.delete_quietly(stored.path)
+def _stopped(release_request: ReleaseRequest) -> None:
+    """The request left this process (cancelled, deleted, or given to another attempt): remove
+    what this attempt wrote; record the stop of a cancelled run."""
+    discard_attempt(release_request.pk, release_request.round, release_request.attempts)
+    still_cancelled = ReleaseRequest.objects.filter(
+        pk=release_request.pk, state=State.CANCELLED, round=release_request.round
+    ).exists()
+    if still_cancelled:
+        audit.record(
+            AuditEvent.Action.RUN_CANCELLED,
+            None,
+            request=release_request,
+            round=release_request.round,
+            attempt=release_request.attempts,
+        )
 
 
 def _finite(value):
@@ -1069,9 +1189,13 @@ def _classes(
 
 
 def _fail(release_request: ReleaseRequest, reason: str) -> None:
+    """End this process's attempt as failed with ``reason`` (unless it is no longer its own)."""
+    discard_attempt(release_request.pk, release_request.round, release_request.attempts)
     with transaction.atomic():
         failed = ReleaseRequest.objects.filter(
-            pk=release_request.pk, state__in=lifecycle.sources("fail_run")
+            pk=release_request.pk,
+            state__in=lifecycle.sources("fail_run"),
+            worker=release_request.worker,
         ).update(
             state=lifecycle.target(State.RUNNING, "fail_run"),
             error=reason,

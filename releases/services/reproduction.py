@@ -11,14 +11,16 @@ import logging
 import tempfile
 from pathlib import Path
 
+from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import transaction
+from django.db.models import F
 from django.http import Http404
 from django.utils import timezone
 
 from ..engine import EngineError
 from ..models import AuditEvent, ReleaseRequest, Reproduction
-from . import InvalidInput, audit, dispatch, lifecycle, package, release
+from . import InvalidInput, audit, dispatch, leases, lifecycle, package, release
 
 logger = logging.getLogger(__name__)
 
@@ -50,11 +52,18 @@ def request_reproduction(user, request_id: int) -> Reproduction:
     return reproduction
 
 
+class ReproductionStopped(Exception):
+    """The reproduction is no longer this process's (its request was deleted, or it was given
+    to another attempt)."""
+
+
 def _finish(reproduction: Reproduction, state: str, outcome: dict, error: str = "") -> None:
     with transaction.atomic():
-        Reproduction.objects.filter(pk=reproduction.pk).update(
-            state=state, outcome=outcome, error=error, finished_at=timezone.now()
-        )
+        finished = Reproduction.objects.filter(
+            pk=reproduction.pk, state=RState.RUNNING, worker=reproduction.worker
+        ).update(state=state, outcome=outcome, error=error, finished_at=timezone.now())
+        if not finished:
+            return
         audit.record(
             AuditEvent.Action.REPRODUCED,
             None,
@@ -69,7 +78,10 @@ def _finish(reproduction: Reproduction, state: str, outcome: dict, error: str = 
 def reproduce(reproduction_id: int) -> Reproduction | None:
     """Re-run the round and compare; the outcome is stored on the reproduction and audited."""
     claimed = Reproduction.objects.filter(pk=reproduction_id, state=RState.QUEUED).update(
-        state=RState.RUNNING
+        state=RState.RUNNING,
+        heartbeat_at=timezone.now(),
+        attempts=F("attempts") + 1,
+        worker=leases.worker_id(),
     )
     reproduction = (
         Reproduction.objects.select_related("request__dataset").filter(pk=reproduction_id).first()
@@ -81,19 +93,25 @@ def reproduce(reproduction_id: int) -> Reproduction | None:
         _finish(reproduction, RState.FAILED, {}, "The request moved on to another round.")
         return reproduction
     expected = {f.format: f.sha256 for f in release_request.files.filter(round=reproduction.round)}
+    lease = leases.Lease(
+        Reproduction,
+        reproduction.pk,
+        interrupt=ReproductionStopped,
+        state=RState.RUNNING,
+        worker=reproduction.worker,
+    )
     try:
-        frame, _ = release.load_released(release_request.dataset, release_request.config)
-        built = release.build_release(
-            frame,
-            release_request.config,
-            release.ReleaseParameters.of(release_request),
-            release_request.shuffle_seed,
-        )
-        with tempfile.TemporaryDirectory(dir=settings.FILE_UPLOAD_TEMP_DIR) as folder:
-            written = package.write_package(built.data, Path(folder))
-            got = {fmt: file.sha256 for fmt, file in written.items()}
+        with lease:
+            got = _rerun(release_request)
+            lease.stop()
+    except ReproductionStopped:
+        logger.info("Reproduction %s stopped: it is no longer this worker's", reproduction_id)
     except (EngineError, InvalidInput) as exc:
         _finish(reproduction, RState.FAILED, {}, str(exc))
+    except SoftTimeLimitExceeded:
+        _finish(reproduction, RState.FAILED, {}, release.soft_limit_message())
+    except MemoryError:
+        _finish(reproduction, RState.FAILED, {}, release.memory_message())
     except Exception:
         logger.exception("Reproduction %s failed", reproduction_id)
         _finish(
@@ -109,5 +127,18 @@ def reproduce(reproduction_id: int) -> Reproduction | None:
         }
         identical = bool(expected) and all(o["expected"] == o["got"] for o in outcome.values())
         _finish(reproduction, RState.IDENTICAL if identical else RState.DIFFERENT, outcome)
-    reproduction.refresh_from_db()
-    return reproduction
+    return Reproduction.objects.filter(pk=reproduction_id).first()
+
+
+def _rerun(release_request: ReleaseRequest) -> dict[str, str]:
+    """The SHA-256 of each file a re-run of the round writes (in a temporary folder)."""
+    frame, _ = release.load_released(release_request.dataset, release_request.config)
+    built = release.build_release(
+        frame,
+        release_request.config,
+        release.ReleaseParameters.of(release_request),
+        release_request.shuffle_seed,
+    )
+    with tempfile.TemporaryDirectory(dir=settings.FILE_UPLOAD_TEMP_DIR) as folder:
+        written = package.write_package(built.data, Path(folder))
+        return {fmt: file.sha256 for fmt, file in written.items()}

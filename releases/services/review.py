@@ -198,8 +198,11 @@ def review(
             # The e-mail goes out from the worker: a slow mail server never slows the review.
             dispatch.enqueue("releases.notify_requester", vote.pk)
     except IntegrityError:
-        # The unique constraint caught a second vote racing in from the same reviewer.
-        raise InvalidInput("You have already reviewed this round.") from None
+        # Only the one-vote-per-round constraint means "already reviewed": a second vote racing
+        # in from the same reviewer. Any other integrity error is a fault and is raised.
+        if _voted_on_current_round(user, request_id):
+            raise InvalidInput("You have already reviewed this round.") from None
+        raise
     return release_request
 
 
@@ -218,6 +221,14 @@ def _record_in_ledger(release_request: ReleaseRequest, officer) -> None:
             "rows": (release_request.summary or {}).get("rows_out"),
             "approved_by": officer.get_username(),
         },
+    )
+
+
+def _voted_on_current_round(user, request_id: int) -> bool:
+    current = ReleaseRequest.objects.filter(pk=request_id).values_list("round", flat=True).first()
+    return (
+        current is not None
+        and Review.objects.filter(request_id=request_id, round=current, reviewer=user).exists()
     )
 
 
@@ -255,7 +266,15 @@ def _outcome(release_request: ReleaseRequest, decision: str, transition) -> str:
 
 
 def notify_requester(review_id: int) -> None:
-    """E-mail the requester about a decision on their request."""
+    """E-mail the requester about a decision on their request, once.
+
+    The claim (``notified_at`` set where it is empty) makes a repeated message a no-op; a
+    failed send gives the claim back, and the sweeper sends the message again later."""
+    claimed = Review.objects.filter(pk=review_id, notified_at__isnull=True).update(
+        notified_at=timezone.now()
+    )
+    if not claimed:
+        return
     vote = Review.objects.select_related("request__requested_by", "reviewer").get(pk=review_id)
     release_request = vote.request
     recipient = release_request.requested_by.email
@@ -278,5 +297,7 @@ def notify_requester(review_id: int) -> None:
             None,
             [recipient],
         )
-    except OSError:
+    except Exception:  # the mail server's errors vary: never lose the e-mail for one
+        # Not sent: give the claim back so that the e-mail goes out later (recovery.sweep).
+        Review.objects.filter(pk=review_id).update(notified_at=None)
         logger.exception("Could not e-mail %s about request %s", recipient, release_request.pk)

@@ -30,6 +30,7 @@ from decimal import Decimal
 from typing import Any
 
 import pandas as pd
+from celery.exceptions import SoftTimeLimitExceeded
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.http import Http404
@@ -38,8 +39,15 @@ from django.utils import timezone
 from ..engine import EngineError, dp
 from ..engine.export import write_csv
 from ..models import AuditEvent, BudgetEntry, Dataset, ReleaseFile, ReleaseRequest, ReleaseRound
-from . import InvalidInput, audit, budget, datasets, dispatch, lifecycle, package, storage
-from .release import RunCancelled, Sharing, default_terms, validate_sharing
+from . import InvalidInput, audit, budget, datasets, dispatch, leases, lifecycle, package, storage
+from .release import (
+    RunCancelled,
+    Sharing,
+    default_terms,
+    memory_message,
+    soft_limit_message,
+    validate_sharing,
+)
 from .review import Check
 
 logger = logging.getLogger(__name__)
@@ -307,6 +315,8 @@ def resubmit(user, request_id: int, items: list[dict], response: str) -> Release
         release_request.started_at = None
         release_request.heartbeat_at = None
         release_request.finished_at = None
+        release_request.attempts = 0
+        release_request.worker = ""
         release_request.save()
         audit.record(
             AuditEvent.Action.RESUBMIT,
@@ -326,9 +336,9 @@ def resubmit(user, request_id: int, items: list[dict], response: str) -> Release
 
 
 def _progress(request_id: int, fraction: float, stage: str) -> None:
-    still_running = ReleaseRequest.objects.filter(pk=request_id, state=State.RUNNING).update(
-        progress=fraction, stage=stage, heartbeat_at=timezone.now()
-    )
+    still_running = ReleaseRequest.objects.filter(
+        pk=request_id, state=State.RUNNING, worker=leases.worker_id()
+    ).update(progress=fraction, stage=stage, heartbeat_at=timezone.now())
     if not still_running:
         raise RunCancelled()
 
@@ -344,11 +354,27 @@ def _claim(request_id: int) -> ReleaseRequest | None:
         release_request.started_at = release_request.heartbeat_at = timezone.now()
         release_request.progress = 0.05
         release_request.stage = "Spending the privacy budget"
+        # The attempt and the process holding its lease (services.leases, recovery).
+        release_request.attempts += 1
+        release_request.worker = leases.worker_id()
         release_request.save(
-            update_fields=["state", "started_at", "heartbeat_at", "progress", "stage"]
+            update_fields=[
+                "state",
+                "started_at",
+                "heartbeat_at",
+                "progress",
+                "stage",
+                "attempts",
+                "worker",
+            ]
         )
         audit.record(
-            AuditEvent.Action.RUN_START, None, request=release_request, round=release_request.round
+            AuditEvent.Action.RUN_START,
+            None,
+            request=release_request,
+            round=release_request.round,
+            attempt=release_request.attempts,
+            worker=release_request.worker,
         )
     return release_request
 
@@ -522,62 +548,36 @@ def run_statistics(request_id: int) -> None:
     if release_request is None:
         return
     files: list[ReleaseFile] = []
+    # A lease like a row-level run's: cancelled, deleted or handed to another attempt, the run
+    # stops within a heartbeat; its process killed, the sweeper retries or fails it.
+    lease = leases.Lease(
+        ReleaseRequest,
+        release_request.pk,
+        interrupt=RunCancelled,
+        state=State.RUNNING,
+        worker=release_request.worker,
+    )
     try:
-        queries = parse_queries(release_request.queries, release_request.dataset)
-        entry = _spend(release_request, queries)
-        _progress(release_request.pk, 0.3, "Drawing the noise (once)")
-        result = dp.run_release(_frame(release_request, queries), queries)
-        _progress(release_request.pk, 0.8, "Writing the tables")
-        files = _store(release_request, result)
-        by_format = {f.format: f for f in files}
-        digest = package.package_digest({f.format: f.sha256 for f in files})
-        summary = {
-            "kind": STATISTICS,
-            "result": result.to_dict(),
-            "result_sha256": result.sha256,
-            "epsilon": budget.show(Decimal(repr(result.epsilon))),
-            "delta": budget.show(Decimal(repr(result.delta))),
-            "budget": _budget_figures(entry),
-        }
-        with transaction.atomic():
-            finished = ReleaseRequest.objects.filter(
-                pk=release_request.pk, state__in=lifecycle.sources("finish_run")
-            ).update(
-                state=lifecycle.target(State.RUNNING, "finish_run"),
-                progress=1.0,
-                stage="Ready for review",
-                finished_at=timezone.now(),
-                extract_path=by_format[Format.CSV].path,
-                extract_sha256=by_format[Format.CSV].sha256,
-                package_sha256=digest,
-                summary=summary,
-            )
-            if not finished:
-                raise RunCancelled()
-            ReleaseFile.objects.bulk_create(files)
+        with lease:
+            _run(release_request, lease, files)
+    except RunCancelled:
+        _discard(files)
+        if ReleaseRequest.objects.filter(pk=release_request.pk, state=State.CANCELLED).exists():
             audit.record(
-                AuditEvent.Action.RUN_END,
+                AuditEvent.Action.RUN_CANCELLED,
                 None,
                 request=release_request,
                 round=release_request.round,
-                kind=STATISTICS,
-                epsilon=summary["epsilon"],
-                result_sha256=result.sha256,
-                sha256=by_format[Format.CSV].sha256,
-                package_sha256=digest,
-                files={f.format: f.sha256 for f in files},
             )
-    except RunCancelled:
-        _discard(files)
-        audit.record(
-            AuditEvent.Action.RUN_CANCELLED,
-            None,
-            request=release_request,
-            round=release_request.round,
-        )
     except (EngineError, InvalidInput, PermissionDenied) as exc:
         _discard(files)
         _fail(release_request, str(exc))
+    except SoftTimeLimitExceeded:
+        _discard(files)
+        _fail(release_request, soft_limit_message())
+    except MemoryError:
+        _discard(files)
+        _fail(release_request, memory_message())
     except Exception:
         logger.exception("Statistics release %s failed", request_id)
         _discard(files)
@@ -588,13 +588,66 @@ def run_statistics(request_id: int) -> None:
         )
 
 
+def _run(release_request: ReleaseRequest, lease: leases.Lease, files: list[ReleaseFile]) -> None:
+    """The run's body: spend, draw the noise, store the tables, record the result."""
+    queries = parse_queries(release_request.queries, release_request.dataset)
+    entry = _spend(release_request, queries)
+    _progress(release_request.pk, 0.3, "Drawing the noise (once)")
+    result = dp.run_release(_frame(release_request, queries), queries)
+    _progress(release_request.pk, 0.8, "Writing the tables")
+    files.extend(_store(release_request, result))
+    by_format = {f.format: f for f in files}
+    digest = package.package_digest({f.format: f.sha256 for f in files})
+    summary = {
+        "kind": STATISTICS,
+        "result": result.to_dict(),
+        "result_sha256": result.sha256,
+        "epsilon": budget.show(Decimal(repr(result.epsilon))),
+        "delta": budget.show(Decimal(repr(result.delta))),
+        "budget": _budget_figures(entry),
+    }
+    lease.stop()  # from here the conditional write decides
+    with transaction.atomic():
+        finished = ReleaseRequest.objects.filter(
+            pk=release_request.pk,
+            state__in=lifecycle.sources("finish_run"),
+            worker=release_request.worker,
+        ).update(
+            state=lifecycle.target(State.RUNNING, "finish_run"),
+            progress=1.0,
+            stage="Ready for review",
+            finished_at=timezone.now(),
+            extract_path=by_format[Format.CSV].path,
+            extract_sha256=by_format[Format.CSV].sha256,
+            package_sha256=digest,
+            summary=summary,
+        )
+        if not finished:
+            raise RunCancelled()
+        ReleaseFile.objects.bulk_create(files)
+        audit.record(
+            AuditEvent.Action.RUN_END,
+            None,
+            request=release_request,
+            round=release_request.round,
+            kind=STATISTICS,
+            epsilon=summary["epsilon"],
+            result_sha256=result.sha256,
+            sha256=by_format[Format.CSV].sha256,
+            package_sha256=digest,
+            files={f.format: f.sha256 for f in files},
+        )
+
+
 def _fail(release_request: ReleaseRequest, reason: str) -> None:
     spent = budget.spend_of_round(release_request, release_request.round)
     if spent is not None:
         reason += f" The privacy budget was spent all the same (ε {budget.show(spent.epsilon)})."
     with transaction.atomic():
         failed = ReleaseRequest.objects.filter(
-            pk=release_request.pk, state__in=lifecycle.sources("fail_run")
+            pk=release_request.pk,
+            state__in=lifecycle.sources("fail_run"),
+            worker=release_request.worker,
         ).update(
             state=lifecycle.target(State.RUNNING, "fail_run"),
             error=reason,

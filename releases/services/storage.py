@@ -122,6 +122,19 @@ def local_path(name: str) -> Iterator[Path]:
         yield Path(temp.name)
 
 
+def list_files(folder: str) -> list[str]:
+    """The names of the files under ``folder`` (at any depth); none when it does not exist."""
+    store = private_storage()
+    try:
+        folders, files = store.listdir(folder)
+    except (FileNotFoundError, NotADirectoryError):
+        return []
+    names = [f"{folder}/{name}" for name in files]
+    for sub in folders:
+        names += list_files(f"{folder}/{sub}")
+    return names
+
+
 def delete_quietly(name: str) -> None:
     store = private_storage()
     if name and store.exists(name):

@@ -18,7 +18,7 @@ from ..engine import HierarchyError
 from ..forms import ReleaseRequestForm, UploadForm
 from ..models import DatasetColumn, Role
 from ..models.datasets import ColumnType, DateOrder
-from ..services import InvalidInput, datasets, hierarchies, roles
+from ..services import InvalidInput, datasets, hierarchies, recovery, roles
 from ._common import is_htmx as _is_htmx
 
 # Multipart framing and the other fields around the file.
@@ -157,20 +157,25 @@ def dataset_context(dataset, request_form=None, page_number=None) -> dict:
 @require_GET
 def dataset_detail(request: HttpRequest, dataset_id: int) -> HttpResponse:
     dataset = datasets.get_dataset_for(request.user, dataset_id)
-    return render(
-        request,
-        "releases/dataset_detail.html",
-        dataset_context(dataset, page_number=request.GET.get("page")),
-    )
+    context = dataset_context(dataset, page_number=request.GET.get("page"))
+    context["waiting_for_queue"] = recovery.dataset_waiting_for_queue(dataset)
+    return render(request, "releases/dataset_detail.html", context)
 
 
 @require_GET
 def dataset_status(request: HttpRequest, dataset_id: int) -> HttpResponse:
     """Polled while the file is read and profiled; reloads the page once it is final."""
     dataset = datasets.get_dataset_for(request.user, dataset_id)
+    # The page polling a dataset resolves its lost worker or message (not only beat).
+    if recovery.check_dataset(dataset):
+        dataset.refresh_from_db()
     if dataset.is_final and _is_htmx(request):
         return HttpResponse(status=200, headers={"HX-Refresh": "true"})
-    return render(request, "releases/partials/dataset_status.html", {"dataset": dataset})
+    return render(
+        request,
+        "releases/partials/dataset_status.html",
+        {"dataset": dataset, "waiting_for_queue": recovery.dataset_waiting_for_queue(dataset)},
+    )
 
 
 @require_GET

@@ -22,6 +22,7 @@ from ..services import (
     datasets,
     downloads,
     lifecycle,
+    recovery,
     release,
     reproduction,
     review,
@@ -96,6 +97,7 @@ def _request_context(request: HttpRequest, release_request: ReleaseRequest, **ex
         )
     if context["summary"]:
         context.update(_classes_context(request, release_request))
+    context["waiting_for_queue"] = recovery.waiting_for_queue(release_request)
     context.update(extra)
     return context
 
@@ -135,7 +137,14 @@ def request_detail(request: HttpRequest, request_id: int) -> HttpResponse:
 @require_GET
 def request_status(request: HttpRequest, request_id: int) -> HttpResponse:
     release_request = selectors.get_request_for(request.user, request_id)
-    response = render(request, "releases/request_detail.html#status", {"req": release_request})
+    # The page polling a request resolves its lost worker or message (not only beat).
+    if recovery.check_request(release_request):
+        release_request.refresh_from_db()
+    response = render(
+        request,
+        "releases/request_detail.html#status",
+        {"req": release_request, "waiting_for_queue": recovery.waiting_for_queue(release_request)},
+    )
     if release_request.is_settled and _is_htmx(request):
         # The run is over: reload the page once so the result appears; polling stops.
         response["HX-Refresh"] = "true"
@@ -297,7 +306,7 @@ def request_cancel(request: HttpRequest, request_id: int) -> HttpResponse:
         request,
         request_id,
         lambda r: release.cancel(request.user, r.pk, request.POST.get("reason", "")),
-        "Cancelled. A run under way stops at its next progress report.",
+        "Cancelled. A run under way stops within seconds and keeps nothing.",
     )
 
 

@@ -27,7 +27,7 @@ def fill_stored_classes(apps, schema_editor):
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('releases', '0012_statistics_release'),
+        ('releases', '0013_work_attempts'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 
