@@ -371,7 +371,8 @@ def request_release(
     return release_request
 
 
-def _locked(request_id: int) -> ReleaseRequest:
+def locked(request_id: int) -> ReleaseRequest:
+    """The request, locked for update in this transaction (404 when it is gone)."""
     try:
         return (
             ReleaseRequest.objects.select_for_update().select_related("dataset").get(pk=request_id)
@@ -394,7 +395,7 @@ def resubmit(
     """Answer a "changes requested" (or a failed or cancelled run) and start a new round."""
     response = (response or "").strip()
     with transaction.atomic():
-        release_request = _locked(request_id)
+        release_request = locked(request_id)
         lifecycle.check_resubmit(user, release_request)
         if not response:
             raise InvalidInput("Answer the reviewers' comments before resubmitting.")
@@ -429,7 +430,7 @@ def rerun_with_levels(user, request_id: int, levels: dict[str, int]) -> ReleaseR
     tagging, the candidate's generalization levels instead of the optimum's. Choosing the
     optimum itself goes back to searching."""
     with transaction.atomic():
-        release_request = _locked(request_id)
+        release_request = locked(request_id)
         lifecycle.check_rerun(user, release_request)
         summary = release_request.summary or {}
         candidate = candidate_levels(summary, levels)
@@ -522,7 +523,7 @@ def cancel(user, request_id: int, reason: str = "") -> ReleaseRequest:
     """Stop a queued or running request: a running one stops within a heartbeat (its lease,
     ``services.leases``) and keeps nothing."""
     with transaction.atomic():
-        release_request = _locked(request_id)
+        release_request = locked(request_id)
         transition = lifecycle.check_cancel(user, release_request)
         was = release_request.state
         release_request.state = transition.target
@@ -710,11 +711,15 @@ def _store_package(release_request: ReleaseRequest, data: pd.DataFrame) -> list[
     return files
 
 
-def _claim(request_id: int) -> ReleaseRequest | None:
-    """Take a queued request for this process: one more attempt, its lease started."""
+def claim_run(
+    request_id: int, stage: str = "Loading the dataset", progress: float = 0.02
+) -> ReleaseRequest | None:
+    """Take a queued request (extract or statistics) for this process: one more attempt, the
+    process that holds its lease recorded; None when there is nothing to run (deleted,
+    cancelled, or already taken by a message delivered twice)."""
     with transaction.atomic():
         try:
-            release_request = _locked(request_id)
+            release_request = locked(request_id)
         except Http404:
             logger.info("Request %s: nothing to run (it was deleted)", request_id)
             return None
@@ -724,8 +729,8 @@ def _claim(request_id: int) -> ReleaseRequest | None:
             return None
         release_request.state = lifecycle.target(release_request.state, "start_run")
         release_request.started_at = release_request.heartbeat_at = timezone.now()
-        release_request.progress = 0.02
-        release_request.stage = "Loading the dataset"
+        release_request.progress = progress
+        release_request.stage = stage
         release_request.attempts += 1
         release_request.worker = leases.worker_id()
         release_request.save(
@@ -775,7 +780,7 @@ def run_release(request_id: int) -> None:
     The run holds a lease (``services.leases``) while it works: cancelled, deleted or handed to
     another attempt, it stops within a heartbeat and leaves nothing behind. Past the soft
     time limit or the memory ceiling it fails with a reason naming the setting."""
-    release_request = _claim(request_id)
+    release_request = claim_run(request_id)
     if release_request is None:
         return
     lease = leases.Lease(

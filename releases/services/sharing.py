@@ -8,11 +8,11 @@ import datetime
 from dataclasses import dataclass, field
 
 from django.db import IntegrityError, transaction
-from django.http import Http404
 from django.utils import timezone
 
 from ..models import AuditEvent, ReleaseRequest, TermsAcceptance
 from . import InvalidInput, audit, lifecycle
+from .release import locked
 
 
 @dataclass(frozen=True)
@@ -56,20 +56,11 @@ def add(user, release_request: ReleaseRequest, additions: Additions) -> None:
     )
 
 
-def _locked(request_id: int) -> ReleaseRequest:
-    try:
-        return (
-            ReleaseRequest.objects.select_for_update().select_related("dataset").get(pk=request_id)
-        )
-    except ReleaseRequest.DoesNotExist:
-        raise Http404("No such release request.") from None
-
-
 def accept_terms(user, request_id: int) -> TermsAcceptance:
     """Record that ``user`` accepts the release's terms (exactly this text, by its SHA-256)."""
     try:
         with transaction.atomic():
-            release_request = _locked(request_id)
+            release_request = locked(request_id)
             lifecycle.check_accept_terms(user, release_request)
             acceptance = TermsAcceptance.objects.create(
                 request=release_request, user=user, terms_sha256=release_request.terms_sha256
@@ -89,7 +80,7 @@ def revoke(user, request_id: int, reason: str) -> ReleaseRequest:
     """Withdraw an approved release at once: nobody can download it any more."""
     reason = (reason or "").strip()
     with transaction.atomic():
-        release_request = _locked(request_id)
+        release_request = locked(request_id)
         transition = lifecycle.check_revoke(user, release_request)
         if not reason:
             raise InvalidInput("Give the reason for revoking this release.")
@@ -119,7 +110,7 @@ def expire_due() -> int:
     ).values_list("pk", flat=True)
     for request_id in due:
         with transaction.atomic():
-            release_request = _locked(request_id)
+            release_request = locked(request_id)
             if lifecycle.refusal("expire", None, release_request) is not None:
                 continue
             release_request.state = lifecycle.target(release_request.state, "expire")

@@ -33,7 +33,6 @@ import pandas as pd
 from celery.exceptions import SoftTimeLimitExceeded
 from django.core.exceptions import PermissionDenied
 from django.db import transaction
-from django.http import Http404
 from django.utils import timezone
 
 from ..engine import EngineError, dp
@@ -43,7 +42,9 @@ from . import InvalidInput, audit, budget, datasets, dispatch, leases, lifecycle
 from .release import (
     RunCancelled,
     Sharing,
+    claim_run,
     default_terms,
+    locked,
     memory_message,
     soft_limit_message,
     validate_sharing,
@@ -247,21 +248,12 @@ def request_statistics(
     return release_request
 
 
-def _locked(request_id: int) -> ReleaseRequest:
-    try:
-        return (
-            ReleaseRequest.objects.select_for_update().select_related("dataset").get(pk=request_id)
-        )
-    except ReleaseRequest.DoesNotExist:
-        raise Http404("No such release request.") from None
-
-
 def resubmit(user, request_id: int, items: list[dict], response: str) -> ReleaseRequest:
     """Answer a "changes requested" (or a failed or cancelled run) with these queries: a new
     round, which runs again and spends again."""
     response = (response or "").strip()
     with transaction.atomic():
-        release_request = _locked(request_id)
+        release_request = locked(request_id)
         lifecycle.check_resubmit(user, release_request)
         if not is_statistics(release_request):
             raise InvalidInput("This request is an extract: resubmit it with a privacy model.")
@@ -341,42 +333,6 @@ def _progress(request_id: int, fraction: float, stage: str) -> None:
     ).update(progress=fraction, stage=stage, heartbeat_at=timezone.now())
     if not still_running:
         raise RunCancelled()
-
-
-def _claim(request_id: int) -> ReleaseRequest | None:
-    with transaction.atomic():
-        release_request = _locked(request_id)
-        refused = lifecycle.refusal("start_run", None, release_request)
-        if refused is not None:
-            logger.info("Statistics release %s: nothing to run (%s)", request_id, refused[1])
-            return None
-        release_request.state = lifecycle.target(release_request.state, "start_run")
-        release_request.started_at = release_request.heartbeat_at = timezone.now()
-        release_request.progress = 0.05
-        release_request.stage = "Spending the privacy budget"
-        # The attempt and the process holding its lease (services.leases, recovery).
-        release_request.attempts += 1
-        release_request.worker = leases.worker_id()
-        release_request.save(
-            update_fields=[
-                "state",
-                "started_at",
-                "heartbeat_at",
-                "progress",
-                "stage",
-                "attempts",
-                "worker",
-            ]
-        )
-        audit.record(
-            AuditEvent.Action.RUN_START,
-            None,
-            request=release_request,
-            round=release_request.round,
-            attempt=release_request.attempts,
-            worker=release_request.worker,
-        )
-    return release_request
 
 
 def _spend(release_request: ReleaseRequest, queries: list[dp.Query]) -> BudgetEntry:
@@ -544,7 +500,7 @@ def run_statistics(request_id: int) -> None:
 
     The spend commits before any noise is drawn; a run that fails or is cancelled after it
     keeps its spend (and says so on its page and in the ledger)."""
-    release_request = _claim(request_id)
+    release_request = claim_run(request_id, stage="Spending the privacy budget", progress=0.05)
     if release_request is None:
         return
     files: list[ReleaseFile] = []
