@@ -27,8 +27,9 @@ def _short(label: str, limit: int = 22) -> str:
 
 
 @register.simple_tag
-def bar_chart(pairs, width: int = 340, css: str = "") -> SafeString:
-    """Horizontal bars for ``[[label, count], ...]``, labelled with their counts."""
+def bar_chart(pairs, width: int = 340, css: str = "", label: str = "") -> SafeString:
+    """Horizontal bars for ``[[label, count], ...]``, labelled with their counts; ``label``
+    names the chart for screen readers."""
     pairs = list(pairs or [])
     if not pairs:
         return mark_safe('<p class="muted">No values.</p>')
@@ -57,12 +58,14 @@ def bar_chart(pairs, width: int = 340, css: str = "") -> SafeString:
         ),
     )
     return format_html(
-        '<svg class="chart bars {}" width="{}" height="{}" viewBox="0 0 {} {}" role="img">{}</svg>',
+        '<svg class="chart bars {}" width="{}" height="{}" viewBox="0 0 {} {}" role="img" '
+        'aria-label="{}">{}</svg>',
         css,
         width,
         height,
         width,
         height,
+        label or f"Bar chart of {len(pairs)} values",
         rows,
     )
 

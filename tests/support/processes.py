@@ -11,7 +11,7 @@ import subprocess
 import sys
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
@@ -189,8 +189,13 @@ def web_server(env: dict, workdir: Path) -> Iterator[str]:
 
 
 def manage(env: dict, *args: str) -> str:
+    return python(env, "manage.py", *args)
+
+
+def python(env: dict, *args: str) -> str:
+    """Run this Python in the repository with ``env``; its standard output."""
     completed = subprocess.run(
-        [sys.executable, "manage.py", *args],
+        [sys.executable, *args],
         cwd=REPO,
         env=env,
         capture_output=True,
@@ -198,14 +203,20 @@ def manage(env: dict, *args: str) -> str:
         check=False,
     )
     if completed.returncode != 0:
-        raise RuntimeError(f"manage.py {' '.join(args)} failed:\n{completed.stderr}")
+        raise RuntimeError(f"python {' '.join(args)} failed:\n{completed.stderr}")
     return completed.stdout
 
 
 @contextlib.contextmanager
-def app_stack(workdir: Path, **settings: str) -> Iterator[dict]:
+def app_stack(
+    workdir: Path, *, seed: Sequence[Sequence[str]] = (), **settings: str
+) -> Iterator[dict]:
     """The whole app on real processes: a migrated SQLite database with the demo accounts,
     redis-server, a Celery worker and the web server. Extra environment settings apply to all.
+
+    ``seed``: Python command lines run with the app's environment before the worker and the
+    web server start (``("-m", "tests.support.a11y_scenario")``); their outputs are the
+    stack's ``"seeded"``, in order.
     """
     with redis_server(workdir) as redis_url:
         env = app_environment(
@@ -217,9 +228,10 @@ def app_stack(workdir: Path, **settings: str) -> Iterator[dict]:
         env.update(settings)
         manage(env, "migrate", "--noinput")
         manage(env, "seed_demo")
+        seeded = [python(env, *argv) for argv in seed]
         accounts = json.loads((workdir / "demo-accounts.txt").read_text())
         with celery_worker(env, workdir), web_server(env, workdir) as url:
-            yield {"url": url, "accounts": accounts, "workdir": workdir}
+            yield {"url": url, "accounts": accounts, "workdir": workdir, "seeded": seeded}
 
 
 def child_pids(pid: int) -> list[int]:
