@@ -13,6 +13,11 @@ urlpatterns = [
     path("datasets/<int:dataset_id>/delete/", datasets.dataset_delete, name="dataset_delete"),
     path("datasets/<int:dataset_id>/risk/", datasets.dataset_risk, name="dataset_risk"),
     path(
+        "datasets/<int:dataset_id>/suggestions/",
+        datasets.suggestions,
+        name="suggestions",
+    ),
+    path(
         "datasets/<int:dataset_id>/suggestions/accept/",
         datasets.accept_suggestions,
         name="accept_suggestions",

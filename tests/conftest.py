@@ -134,13 +134,14 @@ def start_worker(redis_url, tmp_path, private_media_root):
     )
 
     @contextlib.contextmanager
-    def start():
+    def start(**settings: str):
+        """``settings``: more environment variables for the worker (``SITE_URL="..."``)."""
         previous = celery_app.conf.broker_url
         # Connections opened earlier point at another broker: drop them first.
         celery_app.close()
         celery_app.conf.broker_url = redis_url
         try:
-            with processes.celery_worker(env, tmp_path) as process:
+            with processes.celery_worker({**env, **settings}, tmp_path) as process:
                 yield process
         finally:
             celery_app.conf.broker_url = previous

@@ -156,8 +156,19 @@ class DatasetColumn(models.Model):
         return ColumnType(self.column_type).label if self.column_type else ""
 
     @property
-    def unique_share(self) -> float:
+    def distinct_share(self) -> float:
+        """Distinct values ÷ rows (the profile's ``unique_share``, named before it was shown
+        beside the next figure)."""
         return float(self.profile.get("unique_share", 0.0))
+
+    @property
+    def unique_row_share(self) -> float | None:
+        """Rows whose value no other row has ÷ rows; None for a profile that did not count
+        them."""
+        rows, unique_rows = self.profile.get("rows"), self.profile.get("unique_rows")
+        if unique_rows is None or not rows:
+            return None
+        return unique_rows / rows
 
     @property
     def role_label(self) -> str:

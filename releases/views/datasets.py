@@ -78,7 +78,9 @@ def dataset_list(request: HttpRequest) -> HttpResponse:
 
 def _decorate(column: DatasetColumn) -> DatasetColumn:
     """Attach what the column's rows show besides the model's fields."""
-    column.unique_percent = round(100 * column.unique_share, 1)
+    column.distinct_percent = round(100 * column.distinct_share, 1)
+    share = column.unique_row_share
+    column.unique_row_percent = None if share is None else round(100 * share, 1)
     params = column.hierarchy_params or {}
     column.widths_text = ", ".join(
         str(int(w)) if float(w).is_integer() else str(w) for w in params.get("widths") or []
@@ -127,6 +129,11 @@ def unroled_columns(dataset) -> tuple[int, list]:
     return count, columns
 
 
+def suggestions_pending(dataset) -> int:
+    """How many columns have a suggested role other than their role (or none yet)."""
+    return dataset.columns.exclude(suggested_role="").exclude(suggested_role=F("role")).count()
+
+
 def dataset_context(dataset, request_form=None, page_number=None) -> dict:
     """The dataset page: one page of its columns (and of the preview's cells), the rest
     behind a pager, so a file of thousands of columns renders as fast as one of ten."""
@@ -146,9 +153,7 @@ def dataset_context(dataset, request_form=None, page_number=None) -> dict:
         **COLUMN_CHOICES,
         "request_form": request_form or ReleaseRequestForm(dataset=dataset),
         "requests": dataset.requests.select_related("requested_by")[:20],
-        "suggestions_pending": dataset.columns.exclude(suggested_role="")
-        .exclude(suggested_role=F("role"))
-        .exists(),
+        "suggestions_pending": suggestions_pending(dataset),
         # The privacy budget and ledger (the steward sees them; officers set the budget).
         **statistics_selectors.budget_context(None, dataset),
     }
@@ -216,6 +221,19 @@ def accept_suggestions(request: HttpRequest, dataset_id: int) -> HttpResponse:
     else:
         messages.success(request, f"Accepted the suggested roles ({changed} columns changed).")
     return redirect(reverse("releases:dataset_detail", args=[dataset.pk]) + "#tagging")
+
+
+@require_GET
+def suggestions(request: HttpRequest, dataset_id: int) -> HttpResponse:
+    """The note on the suggested roles, fetched again after each role change (htmx)."""
+    dataset = datasets.get_dataset_for(request.user, dataset_id)
+    if not _is_htmx(request):
+        return redirect(reverse("releases:dataset_detail", args=[dataset.pk]) + "#tagging")
+    return render(
+        request,
+        "releases/dataset_detail.html#suggestions",
+        {"dataset": dataset, "suggestions_pending": suggestions_pending(dataset)},
+    )
 
 
 def _apply_column(request: HttpRequest, dataset, column) -> list[str]:
