@@ -4,7 +4,7 @@ PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || command -v p
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test test-second-python install install-test lint format bench bench-io bench-web bench-pages bench-load clean
+.PHONY: run test test-second-python install install-test lint format screenshots bench bench-io bench-web bench-pages bench-load clean
 
 $(VENV)/.installed-run: pyproject.toml
 	@scripts/check-python.sh "$(PYTHON)"
@@ -45,6 +45,11 @@ lint: install-test
 format: install-test
 	$(VENV)/bin/ruff format .
 	$(VENV)/bin/ruff check --fix .
+
+# The README's screenshots (docs/screenshots/) from a throwaway demo under var/ and chromium.
+screenshots: install-test
+	@scripts/ensure-system-packages.sh redis-server chromium
+	$(PY) scripts/screenshots.py
 
 bench: install-test
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,bench]'

@@ -161,3 +161,41 @@ def test_page_has_no_serious_accessibility_violation(pages, site, person, name, 
         + (f" and {len(v['targets']) - 8} more" if len(v["targets"]) > 8 else "")
         for v in serious
     )
+
+
+FOCUSED = """() => {
+    const e = document.activeElement, s = getComputedStyle(e);
+    return {tag: e.tagName, text: (e.textContent || e.value || "").trim().slice(0, 40),
+            name: e.getAttribute("name") || "", outline: s.outlineStyle, width: s.outlineWidth};
+}"""
+
+
+@pytest.mark.parametrize(
+    ("person", "path", "target"),
+    [
+        ("officer", "/requests/{ready}/", "Approve"),
+        ("steward", "/datasets/{people}/", "Request release"),
+    ],
+    ids=["officer approves", "steward requests"],
+)
+def test_the_keyboard_reaches_the_main_action_with_a_visible_focus_ring(
+    pages, site, person, path, target
+):
+    """Tab from the top of the page to its main button: every control on the way shows the
+    focus ring."""
+    page = pages(person)
+    page.goto(site["url"] + path.format(**site["ids"]))
+    wait_for_htmx(page)
+    without_ring, reached = [], False
+    for _ in range(800):
+        page.keyboard.press("Tab")
+        focused = page.evaluate(FOCUSED)
+        if focused["tag"] == "BODY":  # past the last control
+            break
+        if focused["outline"] != "solid" or focused["width"] in ("0px", ""):
+            without_ring.append(focused)
+        if focused["text"] == target and focused["tag"] == "BUTTON":
+            reached = True
+            break
+    assert reached, f"Tab never reached the {target!r} button"
+    assert not without_ring, without_ring[:5]
