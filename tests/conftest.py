@@ -10,7 +10,6 @@ from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.core.files.uploadedfile import SimpleUploadedFile
 
-from anonymizer_site.celery import app as celery_app
 from releases.services import roles
 from tests.support import processes
 
@@ -136,17 +135,11 @@ def start_worker(redis_url, tmp_path, private_media_root):
     @contextlib.contextmanager
     def start(**settings: str):
         """``settings``: more environment variables for the worker (``SITE_URL="..."``)."""
-        previous = celery_app.conf.broker_url
-        # Connections opened earlier point at another broker: drop them first.
-        celery_app.close()
-        celery_app.conf.broker_url = redis_url
-        try:
-            with processes.celery_worker({**env, **settings}, tmp_path) as process:
-                yield process
-        finally:
-            celery_app.conf.broker_url = previous
-            # Drop the connections to this test's broker; the next use opens new ones.
-            celery_app.close()
+        with (
+            processes.producer_for(redis_url),
+            processes.celery_worker({**env, **settings}, tmp_path) as process,
+        ):
+            yield process
 
     return start
 

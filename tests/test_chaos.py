@@ -23,7 +23,6 @@ import redis
 from django.conf import settings as django_settings
 from django.urls import reverse
 
-from anonymizer_site.celery import app as celery_app
 from releases.models import (
     AuditEvent,
     Dataset,
@@ -59,24 +58,6 @@ FAST = {
 }
 #: From a kill to the next attempt: the lease, a sweep, a new pool process, with margin.
 RECOVERY_BOUND = LEASE_SECONDS + 1 + 12
-
-
-def _drop_producer() -> None:
-    celery_app.close()
-    celery_app.amqp._producer_pool = None
-
-
-@contextlib.contextmanager
-def producer_for(url: str):
-    """This process sends its tasks to ``url`` for the block."""
-    previous = celery_app.conf.broker_url
-    _drop_producer()
-    celery_app.conf.broker_url = url
-    try:
-        yield
-    finally:
-        celery_app.conf.broker_url = previous
-        _drop_producer()
 
 
 class Redis:
@@ -155,7 +136,7 @@ def test_a_task_waiting_in_the_queue_survives_a_redis_restart(
     broker.start()
     try:
         dataset = ready_dataset(steward)
-        with producer_for(broker.url):
+        with processes.producer_for(broker.url):
             release_request = release.request_release(steward, dataset, PARAMS)
         assert OutboxMessage.objects.get(task_name="releases.run_release").sent_at is not None
         assert broker.queued() == 1
@@ -193,7 +174,7 @@ def chaos(django_db_setup, tmp_path_factory):
     env = worker_env(django_settings.DATABASES["default"]["NAME"], broker.url, folder, **FAST)
     try:
         with (
-            producer_for(broker.url),
+            processes.producer_for(broker.url),
             processes.celery_worker(env, folder, pool="prefork", beat=True, name="chaos") as worker,
         ):
             yield {"worker": worker, "redis": broker, "folder": folder, "env": env}

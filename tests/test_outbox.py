@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import contextlib
-
 import pytest
 from django.urls import reverse
 from django.utils import timezone
 
-from anonymizer_site.celery import app as celery_app
 from releases.models import Dataset, OutboxMessage, ReleaseRequest, Role
 from releases.services import dispatch, recovery
 from tests.support import processes
@@ -16,25 +13,6 @@ from tests.support.factories import make_dataset
 from tests.test_services import synthetic_csv, tag
 
 pytestmark = pytest.mark.django_db(transaction=True)
-
-
-def _drop_connections() -> None:
-    celery_app.close()
-    # close() keeps the producer pool, whose connections still point at the old broker.
-    celery_app.amqp._producer_pool = None
-
-
-@contextlib.contextmanager
-def broker(url: str):
-    """Point this process's Celery producer at ``url`` for the block."""
-    previous = celery_app.conf.broker_url
-    _drop_connections()
-    celery_app.conf.broker_url = url
-    try:
-        yield
-    finally:
-        celery_app.conf.broker_url = previous
-        _drop_connections()
 
 
 def unreachable_broker() -> str:
@@ -45,7 +23,7 @@ def test_a_request_made_while_the_broker_is_down_succeeds_and_waits_in_the_outbo
     dataset = make_dataset(steward, synthetic_csv(), "people.csv")
     tag(steward, dataset, {"age": Role.QUASI_IDENTIFIER, "name": Role.IDENTIFIER})
     client.force_login(steward)
-    with broker(unreachable_broker()):
+    with processes.producer_for(unreachable_broker()):
         response = client.post(
             reverse("releases:request_create", args=[dataset.pk]),
             {
@@ -75,7 +53,7 @@ def test_an_upload_made_while_the_broker_is_down_is_profiled_once_the_broker_is_
     client, steward, redis_url, start_worker
 ):
     client.force_login(steward)
-    with broker(unreachable_broker()):
+    with processes.producer_for(unreachable_broker()):
         response = client.post(
             reverse("releases:dataset_list"),
             {"file": processes_upload(synthetic_csv(40)), "name": "people"},
@@ -87,7 +65,7 @@ def test_an_upload_made_while_the_broker_is_down_is_profiled_once_the_broker_is_
     page = client.get(reverse("releases:dataset_detail", args=[dataset.pk])).content.decode()
     assert 'id="queue-waiting"' in page and "read by itself" in page
 
-    with broker(redis_url), start_worker():
+    with processes.producer_for(redis_url), start_worker():
         # The sweeper sends what waited (a starting worker sweeps, then beat does, and so
         # may this process): sent once, the worker profiles it.
         recovery.sweep()
@@ -105,7 +83,7 @@ def test_an_upload_made_while_the_broker_is_down_is_profiled_once_the_broker_is_
 def test_a_message_is_sent_once_even_when_two_senders_try(steward, redis_url):
     dataset = make_dataset(steward, synthetic_csv(20), "people.csv")
     message = OutboxMessage.objects.create(task_name="releases.profile_dataset", args=[dataset.pk])
-    with broker(redis_url):
+    with processes.producer_for(redis_url):
         assert dispatch.deliver(message.pk) is True
         assert dispatch.deliver(message.pk) is False  # already sent
     message.refresh_from_db()

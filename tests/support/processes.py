@@ -18,6 +18,28 @@ REPO = Path(__file__).resolve().parents[2]
 VENV_BIN = Path(sys.executable).parent
 
 
+@contextlib.contextmanager
+def producer_for(url: str) -> Iterator[None]:
+    """This test process sends its Celery tasks to ``url`` for the block.
+
+    ``Celery.close()`` forgets the connection pool but not the producer pool built on it, whose
+    connections would still point at the broker used before (a test that ran earlier)."""
+    from anonymizer_site.celery import app
+
+    def drop() -> None:
+        app.close()
+        app.amqp._producer_pool = None
+
+    previous = app.conf.broker_url
+    drop()
+    app.conf.broker_url = url
+    try:
+        yield
+    finally:
+        app.conf.broker_url = previous
+        drop()
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
