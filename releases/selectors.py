@@ -466,7 +466,10 @@ def request_page(user, release_request: ReleaseRequest, events_page=None) -> dic
         "events": timeline_page(user, release_request, events_page),
         "reviews": reviews_for(user, release_request),
         "votes_hidden": votes_hidden_from(user, release_request),
-        "approvals": approvals_so_far(release_request),
+        # Blind voting: not even how many approved, until this user has voted.
+        "approvals": None
+        if votes_hidden_from(user, release_request)
+        else approvals_so_far(release_request),
         "required_approvals": required_approvals(),
         "rounds": _round_descriptions(list(release_request.rounds.all())),
         "candidates": candidates(summary),

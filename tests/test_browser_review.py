@@ -103,6 +103,7 @@ def test_changes_requested_resubmitted_and_approved_by_two_officers(
     context, page = log_in(browser, stack, "officer2")
     open_request(page, stack, request_path)
     expect(page.locator("#votes-hidden")).to_be_visible()
+    expect(page.locator("#reviews")).not_to_contain_text("1 of 2")
     expect(page.locator("#reviews")).not_to_contain_text("first approval")
     page.click("button[value=approve]")
     expect(page.locator("[data-state]")).to_have_text("Approved")

@@ -171,6 +171,8 @@ def test_blind_voting_hides_other_votes_until_one_votes(
     client.force_login(second_officer)
     page = client.get(reverse("releases:request_detail", args=[ready.pk])).content.decode()
     assert "zebra" not in page and "stay hidden" in page
+    # Not even that somebody approved: no running count before one's own vote.
+    assert "1 of 2 approvals" not in page and "2 approvals needed for this round" in page
 
     review.review(second_officer, ready.pk, "approve")
     ready.refresh_from_db()
