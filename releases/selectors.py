@@ -9,7 +9,9 @@ from django.core.paginator import Page, Paginator
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet, Value
 from django.db.models.functions import StrIndex
 from django.http import Http404
+from django.utils.http import urlencode
 
+from . import figures
 from .models import (
     AuditEvent,
     Dataset,
@@ -254,19 +256,46 @@ CLASS_ORDERINGS = {
 }
 
 
+#: The classes table's filter on a quasi-identifier ``q`` is the query parameter ``f.q``.
+FILTER_PREFIX = "f."
+
+
+def class_filters(release_request: ReleaseRequest, query) -> dict[str, str]:
+    """The classes table's filters in ``query``: {quasi-identifier: released value}, one per
+    column, combined (all must hold). ``attribute=q&value=v`` (the older single filter) is
+    read too, so links made before stay valid."""
+    qis = [q["name"] for q in release_request.config.get("quasi_identifiers", [])]
+    filters = {}
+    for name in qis:
+        value = query.get(FILTER_PREFIX + name, "")
+        if value != "":
+            filters[name] = value
+    attribute, value = query.get("attribute", ""), query.get("value", "").strip()
+    if attribute in qis and value:
+        filters.setdefault(attribute, value)
+    return filters
+
+
 def classes_page(
     release_request: ReleaseRequest,
     page_number,
     order: str = "size",
-    attribute: str = "",
-    value: str = "",
+    filters: dict[str, str] | None = None,
 ) -> Page:
-    """Equivalence classes sorted and filtered for the table (smallest first by default)."""
+    """Equivalence classes sorted and filtered for the table (smallest first by default).
+
+    Each filter is a substring test for its ``[name, value]`` pair on the stored search text
+    (exact: see :meth:`EquivalenceClass.search_key`); several must all hold."""
     classes: QuerySet[EquivalenceClass] = release_request.classes.all()
     qis = [q["name"] for q in release_request.config.get("quasi_identifiers", [])]
-    if attribute in qis and value:
-        key = EquivalenceClass.search_key(attribute, value)
-        classes = classes.annotate(found=StrIndex("search", Value(key))).filter(found__gt=0)
+    for i, (name, value) in enumerate((filters or {}).items()):
+        if name not in qis or value == "":
+            continue
+        key = EquivalenceClass.search_key(name, value)
+        found = f"found_{i}"
+        classes = classes.annotate(**{found: StrIndex("search", Value(key))}).filter(
+            **{f"{found}__gt": 0}
+        )
     ordering = CLASS_ORDERINGS.get(order, CLASS_ORDERINGS["size"])
     return Paginator(KeysFirst(classes.order_by(*ordering)), CLASSES_PER_PAGE).get_page(page_number)
 
@@ -289,6 +318,54 @@ class KeysFirst:
         ids = list(self.queryset.values_list("id", flat=True)[page])
         rows = self.queryset.model.objects.in_bulk(ids)
         return [rows[i] for i in ids]
+
+
+def class_filter_fields(release_request: ReleaseRequest, filters: dict[str, str]) -> list[dict]:
+    """The filter's field per quasi-identifier: its released values with the classes and rows
+    holding each, as the worker stored them (``summary["class_values"]``; before that, the
+    released distribution's values), or a text field when there are too many to list."""
+    summary = release_request.summary or {}
+    stored = summary.get("class_values")
+    distributions = summary.get("distributions") or {}
+    fields = []
+    for q in release_request.config.get("quasi_identifiers", []):
+        name = q["name"]
+        chosen = filters.get(name, "")
+        if stored is not None:
+            options = [
+                {"value": v, "label": f"{v or '(empty)'} · {c:,} classes, {r:,} rows"}
+                for v, c, r in stored.get(name) or []
+            ]
+        else:
+            released = (distributions.get(name) or {}).get("released") or []
+            complete = all(label != figures.OTHER for label, _ in released)
+            options = (
+                [
+                    {"value": v, "label": f"{v or '(empty)'} · {r:,} rows"}
+                    for v, r in figures.ordered_pairs(released)
+                ]
+                if complete
+                else []
+            )
+        if options and chosen and all(o["value"] != chosen for o in options):
+            options.append({"value": chosen, "label": chosen})
+        fields.append(
+            {
+                "name": name,
+                "param": FILTER_PREFIX + name,
+                "value": chosen,
+                "options": options,
+                "id": f"class-filter-{len(fields)}",
+            }
+        )
+    return fields
+
+
+def class_query(order: str, filters: dict[str, str]) -> str:
+    """The table's view as a query string (without the page): what its links carry."""
+    params = {"order": order} if order in CLASS_ORDERINGS else {}
+    params.update({FILTER_PREFIX + name: value for name, value in filters.items()})
+    return urlencode(params)
 
 
 # --- A request's page ----------------------------------------------------------------------------
@@ -387,6 +464,48 @@ def class_measures(release_request: ReleaseRequest) -> list[dict]:
     return out
 
 
+def size_chart(release_request: ReleaseRequest, with_before: bool = True) -> dict:
+    """The class-size chart's bins (``figures.size_bins``) with the request's k: from the
+    sizes the worker stored, or (a result stored before it stored them) counted by size over
+    the stored classes in one grouped query; never from the file. ``with_before``: also the
+    original's classes (not for those who may not see the original)."""
+    summary = release_request.summary or {}
+    stored = summary.get("class_sizes")
+    if stored is not None:
+        after, before = stored.get("after") or [], stored.get("before") if with_before else None
+    else:
+        after = list(
+            release_request.classes.order_by()
+            .values("size")
+            .annotate(n=Count("id"))
+            .values_list("size", "n")
+        )
+        before = None
+    k = smallest_class_allowed(release_request)
+    chart = figures.size_bins(after, before, k)
+    chart["k_label"] = "k" if release_request.privacy_model.k == k else "smallest allowed"
+    return chart
+
+
+def distribution_view(dist: dict) -> dict:
+    """A stored distribution as the page shows it: one stored before distributions were
+    ordered (plain ``[[label, rows], ...]`` by count) gets its natural order, unless it was cut
+    to its most frequent values (it then stays by count and says so)."""
+    if "kind" in dist:
+        return dist
+    out: dict = {"kind": "categories", "shared_bins": False}
+    for side in ("original", "released"):
+        pairs = list(dist.get(side) or [])
+        other = next((rows for label, rows in pairs if label == figures.OTHER), None)
+        if other is None:
+            out.update({side: figures.ordered_pairs(pairs), f"{side}_order": "natural"})
+            out[f"{side}_other"] = None
+        else:
+            out.update({side: pairs, f"{side}_order": "count"})
+            out[f"{side}_other"] = {"values": None, "rows": other}
+    return out
+
+
 def smallest_class_allowed(release_request: ReleaseRequest) -> int:
     """The class size below which the models always fail (k, or what l or a highest risk
     implies), for the size chart's line."""
@@ -439,10 +558,16 @@ def summary_sections(release_request: ReleaseRequest, query=None) -> dict:
             ([original[i] for i in picked], [released[i] for i in picked])
             for original, released in rows
         ],
-        "distributions": Paginator(
-            list((summary.get("distributions") or {}).items()), DISTRIBUTIONS_PER_PAGE
-        ).get_page(query.get("distributions")),
+        "distributions": _distributions_page(summary, query.get("distributions")),
     }
+
+
+def _distributions_page(summary: dict, number) -> Page:
+    page = Paginator(
+        list((summary.get("distributions") or {}).items()), DISTRIBUTIONS_PER_PAGE
+    ).get_page(number)
+    page.object_list = [(name, distribution_view(dist)) for name, dist in page.object_list]
+    return page
 
 
 def request_page(user, release_request: ReleaseRequest, events_page=None) -> dict:
@@ -474,6 +599,7 @@ def request_page(user, release_request: ReleaseRequest, events_page=None) -> dic
         "rounds": _round_descriptions(list(release_request.rounds.all())),
         "candidates": candidates(summary),
         "smallest_class": smallest_class_allowed(release_request),
+        "size_chart": size_chart(release_request) if summary else None,
         "buttons": buttons,
         "can_review": lifecycle.can_review(user, release_request),
         "own_request": lifecycle.is_requester(user, release_request),

@@ -332,6 +332,7 @@ def anonymize(
         optimum=optimum,
         levels_fixed=config.levels is not None,
         warnings=warnings,
+        class_sizes_before=np.asarray(enc.base.counts, dtype=np.int64),
     )
 
 

@@ -464,9 +464,8 @@ def _build_result(
     part_hi = np.vstack(final_hi)
 
     population_size = context.population_size
-    risk_before = risk_summary(
-        class_sizes_of(released, list(config.quasi_identifiers)), population_size=population_size
-    )
+    sizes_before = class_sizes_of(released, list(config.quasi_identifiers))
+    risk_before = risk_summary(sizes_before, population_size=population_size)
 
     label_codes = np.zeros((n_parts, len(qis)), dtype=np.int64)
     part_labels: list[np.ndarray] = []
@@ -588,6 +587,7 @@ def _build_result(
             for h in [*config.quasi_identifiers.values(), *config.sensitive_hierarchies.values()]
             for w in getattr(h, "warnings", ())
         ],
+        class_sizes_before=sizes_before,
     )
 
 

@@ -135,6 +135,9 @@ class AnonymizationResult:
     optimum: Candidate | None = None
     levels_fixed: bool = False
     warnings: list[str] = field(default_factory=list)
+    #: Sizes of the input's equivalence classes on the quasi-identifiers (what the risk
+    #: before release is measured on), for the class-size chart's "before".
+    class_sizes_before: np.ndarray | None = None
 
     def report(self) -> dict[str, Any]:
         """A JSON-serialisable summary (the command line's ``--report`` and the stored summary)."""

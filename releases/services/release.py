@@ -24,8 +24,10 @@ from django.db import connection, models, transaction
 from django.http import Http404
 from django.utils import timezone
 
+from .. import figures
 from ..engine import AnonymizationConfig, EngineError, Hierarchy, PrivacyModel, anonymize
 from ..engine.criteria import Classes, DataContext
+from ..engine.risk import class_sizes_of
 from ..models import (
     RELEASED_ROLES,
     UNCHANGED_ROLES,
@@ -965,13 +967,6 @@ def _finite_deep(value):
     return _finite(value)
 
 
-def _counts(values: pd.Series) -> pd.Series:
-    """A column's value counts, most frequent first (of the values that occur: a Categorical
-    counts by its codes, an unused category is not a value)."""
-    counts = values.value_counts(dropna=False)
-    return counts[counts > 0]
-
-
 def _occurrences(values: pd.Series) -> np.ndarray:
     """How many rows hold each distinct value of a column (in no order): counted on codes,
     tens of microseconds a column (a wide file has thousands released as they are)."""
@@ -983,14 +978,6 @@ def _occurrences(values: pd.Series) -> np.ndarray:
     missing = int((codes < 0).sum())  # a Categorical's missing cells are one value more
     counts = counts[counts > 0]
     return np.append(counts, missing) if missing else counts
-
-
-def _distribution(values: pd.Series, limit: int = 12) -> list[list]:
-    counts = _counts(values)
-    top = [[str(v), int(c)] for v, c in counts.head(limit).items()]
-    if len(counts) > limit:
-        top.append(["(other values)", int(counts.iloc[limit:].sum())])
-    return top
 
 
 def unchanged_columns(frame: pd.DataFrame, snapshot: dict, released: list[str]) -> list[dict]:
@@ -1052,13 +1039,18 @@ def _summary(
     }
     report["shuffle_seed"] = release_request.shuffle_seed
     report["xlsx_refusal"] = package.xlsx_refusal(len(built.data), len(built.data.columns))
-    # Per column, the original and the released distribution, side by side on the page.
+    # Per column, the original and the released distribution, side by side on the page, in
+    # their natural order (the hierarchy's, or numbers'), numbers on shared bins.
     data = built.data
+    ranks, mappings = _orders(built)
     report["distributions"] = {
-        name: {
-            "original": _distribution(frame[name]),
-            "released": _distribution(data[name]) if name in data else [],
-        }
+        name: figures.distribution(
+            frame[name],
+            data.get(name),
+            built.source_rows,
+            rank=ranks.get(name),
+            mapping=mappings.get(name),
+        )
         for name in [*config.quasi_identifiers, *config.sensitive]
     }
     # A sample of released rows next to the same rows before release.
@@ -1070,11 +1062,40 @@ def _summary(
         "released": _cells(data[shown].head(SAMPLE_ROWS)),
     }
     report["examples"] = _examples(built, frame)
-    report["class_size_histogram"] = _size_histogram(result.classes["size"].to_numpy())
+    # Class sizes before and after (the chart bins them, with the request's k), and the
+    # released values the classes table's filter offers.
+    before = result.class_sizes_before
+    if before is None:
+        before = class_sizes_of(frame, list(config.quasi_identifiers))
+    report["class_sizes"] = {
+        "after": figures.size_counts(result.classes["size"].to_numpy()),
+        "before": figures.size_counts(before),
+    }
+    report["class_values"] = figures.class_value_choices(
+        result.classes, list(config.quasi_identifiers), ranks
+    )
     # The classes that fail a model (stored with them; the review's check reads this count).
     fails = result.classes["fails"] if "fails" in result.classes else pd.Series(dtype=object)
     report["failing_classes"] = int((fails.fillna("").astype(str).str.strip(",") != "").sum())
     return report
+
+
+def _orders(built: BuiltRelease) -> tuple[dict, dict]:
+    """Per quasi-identifier, the order of its hierarchy's labels (when the hierarchy came as a
+    file, whose order its author chose; a built one orders by the data) and the released value
+    of each original value (full-domain generalization: the hierarchy at the applied level)."""
+    ranks: dict[str, dict[str, int] | None] = {}
+    mappings: dict[str, dict[str, str]] = {}
+    levels = built.result.levels or {}
+    for name, hierarchy in built.config.quasi_identifiers.items():
+        rows = getattr(hierarchy, "rows", None)
+        if not rows:
+            continue
+        if hierarchy.kind == "arx":
+            ranks[name] = figures.hierarchy_rank(rows)
+        if levels.get(name) is not None:
+            mappings[name] = hierarchy.mapping(levels[name])
+    return ranks, mappings
 
 
 def _examples(built: BuiltRelease, frame: pd.DataFrame, per_attribute: int = 4) -> dict:
@@ -1087,21 +1108,6 @@ def _examples(built: BuiltRelease, frame: pd.DataFrame, per_attribute: int = 4) 
         pairs = zip(before, after, strict=True)
         out[name] = [list(pair) for pair in dict.fromkeys(pairs)][:per_attribute]
     return out
-
-
-def _size_histogram(sizes, bins: int = 20) -> list[list[int]]:
-    """[[low, high, classes], ...] over class sizes, for the size distribution chart."""
-    sizes = np.asarray(sizes, dtype=np.int64)
-    if not sizes.size:
-        return []
-    low, high = int(sizes.min()), int(sizes.max())
-    if high - low < bins:
-        counts = np.bincount(sizes - low, minlength=high - low + 1)
-        return [[low + i, low + i, int(c)] for i, c in enumerate(counts)]
-    width = math.ceil((high - low + 1) / bins)
-    counts = np.bincount(np.minimum((sizes - low) // width, bins - 1), minlength=bins)
-    out = [[low + i * width, low + (i + 1) * width - 1, int(counts[i])] for i in range(bins)]
-    return [b for b in out if b[0] <= high]
 
 
 def _codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:

@@ -12,8 +12,10 @@ configuration with the hierarchies, the seed and the engine's version.
 
 from __future__ import annotations
 
+from django.db.models import Count
 from django.utils import timezone
 
+from .. import figures
 from ..engine import EngineError
 from ..engine.criteria import DataContext, criterion_from_spec
 from ..models import UNCHANGED_ROLES, ReleaseRequest, Reproduction, Role
@@ -319,6 +321,31 @@ def _columns(release_request: ReleaseRequest, audience: str) -> list[dict]:
     return out
 
 
+def _class_sizes(release_request: ReleaseRequest, summary: dict) -> dict:
+    """The extract's classes and rows by class size on the page's logarithmic bins."""
+    stored = summary.get("class_sizes")
+    if stored is not None:
+        after = stored.get("after") or []
+    else:  # a result stored before the sizes were: counted by size over its stored classes
+        grouped = release_request.classes.order_by().values("size").annotate(n=Count("id"))
+        after = list(grouped.values_list("size", "n"))
+    k = release_request.privacy_model.min_class_size(DataContext(0))
+    return {
+        "smallest_allowed": k,
+        "bins": [
+            {
+                "sizes": b["label"],
+                "low": b["low"],
+                "high": b["high"],
+                "classes": b["after"]["classes"],
+                "rows": b["after"]["rows"],
+                "share_of_rows": b["after"]["share"],
+            }
+            for b in figures.size_bins(after, None, k)["bins"]
+        ],
+    }
+
+
 def build(release_request: ReleaseRequest, audience: str) -> dict:
     """The report of the request's current round for ``audience`` (RECIPIENT or REVIEWER)."""
     from ..selectors import current_approvals, recipient_names, round_files
@@ -400,7 +427,8 @@ def build(release_request: ReleaseRequest, audience: str) -> dict:
         "utility": {
             "classes": summary.get("classes"),
             "average_class_size": (summary.get("metrics") or {}).get("average_class_size"),
-            "class_size_histogram": summary.get("class_size_histogram", []),
+            # After release only: the original's classes are not for every reader.
+            "class_sizes": _class_sizes(release_request, summary),
         },
         "risk": {
             "attackers": ["prosecutor", "journalist", "marketer"],

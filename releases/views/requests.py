@@ -66,15 +66,15 @@ def request_decisions(request: HttpRequest, dataset_id: int) -> HttpResponse:
 
 def _classes_context(request: HttpRequest, release_request: ReleaseRequest) -> dict:
     order = request.GET.get("order", "size")
-    attribute = request.GET.get("attribute", "")
-    value = request.GET.get("value", "").strip()
+    if order not in selectors.CLASS_ORDERINGS:
+        order = "size"
+    filters = selectors.class_filters(release_request, request.GET)
     return {
-        "classes": selectors.classes_page(
-            release_request, request.GET.get("page"), order, attribute, value
-        ),
+        "classes": selectors.classes_page(release_request, request.GET.get("page"), order, filters),
         "class_order": order,
-        "class_attribute": attribute,
-        "class_value": value,
+        "class_filters": selectors.class_filter_fields(release_request, filters),
+        "class_filtered": bool(filters),
+        "class_query": selectors.class_query(order, filters),
         "qi_names": [q["name"] for q in release_request.config.get("quasi_identifiers", [])],
         "sensitive_names": release_request.config.get("sensitive", []),
         "class_measures": selectors.class_measures(release_request),
@@ -156,11 +156,19 @@ def request_classes(request: HttpRequest, request_id: int) -> HttpResponse:
     release_request = _for_reviewers(request, request_id)
     if not _is_htmx(request):
         return redirect(f"{release_request.get_absolute_url()}?{request.GET.urlencode()}#classes")
-    return render(
+    context = _classes_context(request, release_request)
+    response = render(
         request,
         "releases/request_detail.html#classes",
-        {"req": release_request, **_classes_context(request, release_request)},
+        {"req": release_request, **context},
     )
+    # The address bar shows the page at this view of the table (sort, filters, page): the
+    # back button and a copied link come back to it.
+    query = context["class_query"]
+    if context["classes"].number > 1:
+        query += f"&page={context['classes'].number}"
+    response["HX-Push-Url"] = f"{release_request.get_absolute_url()}?{query}#classes"
+    return response
 
 
 @require_GET
