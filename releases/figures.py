@@ -141,6 +141,7 @@ def size_chart_from_bins(bins: Sequence[dict], k: int) -> dict:
 
 # --- Natural order -------------------------------------------------------------------------
 
+_CODE = re.compile(r"^\s*-?0\d")
 _LEADING_NUMBER = re.compile(r"^\s*[\[(]?\s*(-?\d+(?:\.\d+)?)")
 _CHUNKS = re.compile(r"(\d+(?:\.\d+)?)")
 
@@ -219,12 +220,15 @@ def _side(column: pd.Series) -> tuple[np.ndarray, list[str], np.ndarray]:
 
 def _as_numbers(labels: Sequence[str], counts: np.ndarray) -> np.ndarray | None:
     """The labels as numbers (NaN for the empty value) when every value that occurs is a
-    number or empty, and two or more numbers differ; else None."""
+    number or empty, and two or more numbers differ; else None. A code written with leading
+    zeros (a ZIP code, "02139") is not a number."""
     values = pd.to_numeric(pd.Series(list(labels), dtype=object), errors="coerce")
     values = values.to_numpy(dtype=float)
     occurs = counts > 0
     empty = np.array([str(label).strip() == "" for label in labels], dtype=bool)
     if np.isnan(values[occurs & ~empty]).any():
+        return None
+    if any(_CODE.match(str(label)) for label, c in zip(labels, counts, strict=True) if c):
         return None
     if len(np.unique(values[occurs & ~empty])) < 2:
         return None
@@ -349,7 +353,12 @@ def _numeric_bins(
         # Numbers released as they are (or no release): equal bins, or a bar per value.
         distinct = np.unique(o_numbers[valid])
         if len(distinct) <= limit:
-            lows, labels = distinct, [_number_text(x) for x in distinct]
+            # A bar per value, labelled as the data writes it ("2.50" stays "2.50").
+            text = {}
+            for label, number, count in zip(o_labels, o_numbers, o_counts, strict=True):
+                if count and not np.isnan(number):
+                    text.setdefault(float(number), label)
+            lows, labels = distinct, [text[float(x)] for x in distinct]
         else:
             edges = _nice_edges(distinct[0], distinct[-1], integral)
             lows, labels = edges[:-1], _edge_labels(edges, integral)

@@ -141,8 +141,9 @@ def paired_bars(bins, name: str = "", width: int = 420) -> SafeString:
     )
 
 
-#: The y axis of the class-size chart tops at the first of these shares above the tallest bar.
-_SHARE_TOPS = (0.05, 0.1, 0.2, 0.25, 0.5, 0.75, 1.0)
+#: The y axis of the class-size chart tops at the first of these shares above the tallest bar,
+#: with a gridline at each multiple of its step.
+_SHARE_TOPS = ((0.05, 0.01), (0.1, 0.02), (0.2, 0.05), (0.25, 0.05), (0.5, 0.1), (0.75, 0.25))
 
 
 @register.simple_tag
@@ -160,13 +161,13 @@ def size_histogram(chart: dict, name: str = "") -> SafeString:
     height = top + plot_h + bottom
     sides = ["before", "after"] if before else ["after"]
     highest = max(b[side]["share"] for b in bins for side in sides)
-    y_top = next((t for t in _SHARE_TOPS if t >= highest), 1.0)
+    y_top, step = next(((t, s) for t, s in _SHARE_TOPS if t >= highest), (1.0, 0.25))
 
     def y(share: float) -> float:
         return top + plot_h * (1 - share / y_top)
 
     parts = []
-    for tick in (0.0, y_top / 2, y_top):
+    for tick in (step * i for i in range(round(y_top / step) + 1)):
         parts.append(
             format_html(
                 '<line x1="{}" x2="{}" y1="{y}" y2="{y}" class="grid"></line>'
