@@ -499,8 +499,18 @@ def _new_round(
     old_paths = [f.path for f in old_files] + [release_request.extract_path]
     ReleaseFile.objects.filter(pk__in=[f.pk for f in old_files]).delete()
     release_request.parameters = params.to_json()
-    release_request.round += 1
     release_request.config = snapshot
+    release_request.shuffle_seed = package.new_seed()
+    open_round(release_request, action)
+    release_request.save()
+    transaction.on_commit(lambda: [storage.delete_quietly(p) for p in old_paths])
+    dispatch.enqueue("releases.run_release", release_request.pk)
+
+
+def open_round(release_request: ReleaseRequest, action: str) -> None:
+    """Start the next round of a request (extract or statistics), unsaved: queued for a worker,
+    with nothing of the previous round's run, result or files."""
+    release_request.round += 1
     release_request.state = lifecycle.target(release_request.state, action)
     release_request.progress = 0.0
     release_request.stage = "Waiting for a worker"
@@ -509,16 +519,12 @@ def _new_round(
     release_request.extract_path = ""
     release_request.extract_sha256 = ""
     release_request.package_sha256 = ""
-    release_request.shuffle_seed = package.new_seed()
     release_request.submitted_at = timezone.now()
     release_request.started_at = None
     release_request.heartbeat_at = None
     release_request.finished_at = None
     release_request.attempts = 0
     release_request.worker = ""
-    release_request.save()
-    transaction.on_commit(lambda: [storage.delete_quietly(p) for p in old_paths])
-    dispatch.enqueue("releases.run_release", release_request.pk)
 
 
 def cancel(user, request_id: int, reason: str = "") -> ReleaseRequest:
@@ -799,15 +805,15 @@ def run_release(request_id: int) -> None:
     except RunCancelled:
         _stopped(release_request)
     except SoftTimeLimitExceeded:
-        _fail(release_request, soft_limit_message())
+        fail_attempt(release_request, soft_limit_message())
     except MemoryError:
         logger.warning("Release request %s ran out of memory", request_id)
-        _fail(release_request, memory_message())
+        fail_attempt(release_request, memory_message())
     except (EngineError, InvalidInput) as exc:
-        _fail(release_request, str(exc))
+        fail_attempt(release_request, str(exc))
     except Exception:
         logger.exception("Release request %s failed", request_id)
-        _fail(
+        fail_attempt(
             release_request,
             "The run stopped because of an internal error. The administrators can find the "
             "details in the worker's log.",
@@ -1199,8 +1205,9 @@ def _classes(
     return rows
 
 
-def _fail(release_request: ReleaseRequest, reason: str) -> None:
-    """End this process's attempt as failed with ``reason`` (unless it is no longer its own)."""
+def fail_attempt(release_request: ReleaseRequest, reason: str) -> None:
+    """End this process's attempt of a run (extract or statistics) as failed with ``reason``,
+    unless it is no longer its own; what the attempt wrote and no row names is removed."""
     discard_attempt(release_request.pk, release_request.round, release_request.attempts)
     with transaction.atomic():
         failed = ReleaseRequest.objects.filter(

@@ -44,8 +44,10 @@ from .release import (
     Sharing,
     claim_run,
     default_terms,
+    fail_attempt,
     locked,
     memory_message,
+    open_round,
     soft_limit_message,
     validate_sharing,
 )
@@ -294,21 +296,7 @@ def resubmit(user, request_id: int, items: list[dict], response: str) -> Release
             "kind": STATISTICS,
             "columns": sorted({c for q in queries for c in q.columns}),
         }
-        release_request.round += 1
-        release_request.state = lifecycle.target(release_request.state, "resubmit")
-        release_request.progress = 0.0
-        release_request.stage = "Waiting for a worker"
-        release_request.error = ""
-        release_request.summary = {}
-        release_request.extract_path = ""
-        release_request.extract_sha256 = ""
-        release_request.package_sha256 = ""
-        release_request.submitted_at = timezone.now()
-        release_request.started_at = None
-        release_request.heartbeat_at = None
-        release_request.finished_at = None
-        release_request.attempts = 0
-        release_request.worker = ""
+        open_round(release_request, "resubmit")
         release_request.save()
         audit.record(
             AuditEvent.Action.RESUBMIT,
@@ -599,26 +587,7 @@ def _fail(release_request: ReleaseRequest, reason: str) -> None:
     spent = budget.spend_of_round(release_request, release_request.round)
     if spent is not None:
         reason += f" The privacy budget was spent all the same (ε {budget.show(spent.epsilon)})."
-    with transaction.atomic():
-        failed = ReleaseRequest.objects.filter(
-            pk=release_request.pk,
-            state__in=lifecycle.sources("fail_run"),
-            worker=release_request.worker,
-        ).update(
-            state=lifecycle.target(State.RUNNING, "fail_run"),
-            error=reason,
-            stage="Failed",
-            finished_at=timezone.now(),
-        )
-        if not failed:
-            return  # cancelled meanwhile: the cancellation stands
-        audit.record(
-            AuditEvent.Action.RUN_FAILED,
-            None,
-            request=release_request,
-            round=release_request.round,
-            reason=reason,
-        )
+    fail_attempt(release_request, reason)
 
 
 # --- Checks before approval ------------------------------------------------------------------------
