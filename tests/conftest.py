@@ -1,4 +1,8 @@
-"""Shared fixtures: users in each role, the Adult test data, and real Redis / Celery processes."""
+"""Shared fixtures: users in each role, the Adult test data, and real Redis / Celery processes.
+
+Two tiers (tests/support/tiers.py): ``pytest --fast`` runs every test without a full-tier marker
+and fails any of them that starts a process; plain ``pytest`` runs everything.
+"""
 
 from __future__ import annotations
 
@@ -11,7 +15,7 @@ from django.contrib.auth.models import Group, User
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from releases.services import roles
-from tests.support import processes
+from tests.support import processes, tiers
 
 ADULT = Path(__file__).parent / "data" / "adult"
 ADULT_QUASI_IDENTIFIERS = [
@@ -26,6 +30,42 @@ ADULT_QUASI_IDENTIFIERS = [
 ]
 
 Path(settings.VAR_DIR).mkdir(parents=True, exist_ok=True)
+# Production's PBKDF2 takes about a second per password on a busy machine, and the fixtures make
+# thousands of users: tests hash with MD5 (no test is about the hash; processes the tests start
+# keep production's hasher).
+settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--fast",
+        action="store_true",
+        help="the fast tier: only tests without a full-tier marker (tests/support/tiers.py); "
+        "one that starts a process fails",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    unmarked = [f"{item.nodeid}: {', '.join(tiers.missing_markers(item))}" for item in items]
+    unmarked = [line for line in unmarked if not line.endswith(": ")]
+    if unmarked:
+        raise pytest.UsageError("Tests without the marker of a fixture:\n" + "\n".join(unmarked))
+    if not config.getoption("fast"):
+        return
+    left_out = [item for item in items if tiers.in_full_tier(item)]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [item for item in items if not tiers.in_full_tier(item)]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """In the fast tier a test that starts a process fails, naming the marker it needs. The
+    whole protocol is guarded: module- and session-scoped fixtures start in a test's setup."""
+    if not item.config.getoption("fast"):
+        return (yield)
+    with tiers.processes_forbidden(item.nodeid):
+        return (yield)
 
 
 @pytest.fixture(autouse=True)

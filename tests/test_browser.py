@@ -19,7 +19,8 @@ import pytest
 from tests.conftest import ADULT, ADULT_QUASI_IDENTIFIERS
 from tests.support.browser import log_in, wait_for_htmx
 
-pytestmark = pytest.mark.browser
+# Chromium, and the app on real processes (Redis, a Celery worker, the web server).
+pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
 
 def test_upload_tag_request_review_approve_download(browser, stack, tmp_path):

@@ -10,7 +10,8 @@ import pytest
 
 from tests.support.browser import log_in, wait_for_htmx
 
-pytestmark = pytest.mark.browser
+# Chromium, and the app on real processes (Redis, a Celery worker, the web server).
+pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
 
 def test_the_steward_picks_delta_disclosure_and_sees_its_check(browser, stack, tmp_path):

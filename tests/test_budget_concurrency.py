@@ -20,6 +20,9 @@ import pytest
 from tests.support import processes
 from tests.support.postgres import postgres_cluster
 
+# Each spend is a process of its own, on either database.
+pytestmark = pytest.mark.process
+
 SCENARIO = [sys.executable, "-m", "tests.support.budget_scenario"]
 
 

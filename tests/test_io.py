@@ -159,6 +159,7 @@ CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("case", ["zip bomb", "100,000 columns", "giant field"])
 def test_refusing_a_hostile_file_keeps_the_reader_small(case, tmp_path):
     """The reader, in a process of its own, refuses the file with a small peak memory."""
@@ -346,6 +347,7 @@ def test_carriage_returns_are_always_quoted():
     assert out.getvalue() == b'a\n"x\ry"\nz\n'
 
 
+@pytest.mark.process
 def test_the_command_line_output_equals_a_pandas_reference_on_adult(tmp_path):
     from releases.engine.api import anonymize
     from releases.engine.hierarchy import Hierarchy
