@@ -476,6 +476,8 @@ def discrete_laplace_cdf(k: np.ndarray, scale: float) -> np.ndarray:
     return np.where(k < 0, r ** np.abs(k) / (1 + r), 1 - r ** (k + 1) / (1 + r))
 
 
+# The distribution tests need their tens of thousands of draws (the tolerances rest on them).
+@pytest.mark.slow
 def test_count_noise_has_the_discrete_laplace_scale_opendp_promises():
     n_rows = 40
     plan, noisy = draws(D.Count(epsilon=0.5), frame(x=range(n_rows)))
@@ -496,6 +498,7 @@ def test_count_noise_has_the_discrete_laplace_scale_opendp_promises():
     assert lo <= share <= hi, (share, p, lo, hi)
 
 
+@pytest.mark.slow
 def test_sum_noise_has_the_laplace_scale_opendp_promises():
     # Float noise costs more per draw: 10,000 draws, so DKW's tolerance is
     # sqrt(ln(2 / 4e-7) / 20,000) = 0.0278 (one check: a false failure has probability 4e-7).

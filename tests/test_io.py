@@ -291,6 +291,8 @@ def test_profile_from_counts_matches_the_profile_of_the_rows():
     ] - int(counts.get("x", 0))
 
 
+# 300 columns, each profiled with its suggestions: seconds of profiling.
+@pytest.mark.slow
 def test_profiling_reaches_100_percent_and_stores_every_column(steward):
     header = ",".join(f"c{i}" for i in range(300))
     body = "\n".join(",".join(str((r * i) % 7) for i in range(300)) for r in range(20))

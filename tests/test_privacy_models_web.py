@@ -662,6 +662,8 @@ def test_a_hierarchy_with_a_repeated_identical_row_is_accepted_with_a_warning(
 # ----------------------------------------------------------------------- the data migration
 
 
+# Migrates the test database back to 0010 and forward again.
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_converts_old_style_requests_and_back():
     from django.db import connection
