@@ -14,8 +14,9 @@ from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from releases.models import Role
 from releases.services import roles
-from tests.support import processes, tiers
+from tests.support import factories, processes, tiers, workflow
 
 ADULT = Path(__file__).parent / "data" / "adult"
 ADULT_QUASI_IDENTIFIERS = [
@@ -83,7 +84,11 @@ def make_user(username: str, *groups: str) -> User:
 
 @pytest.fixture
 def steward(db):
-    return make_user("steward", roles.STEWARDS)
+    """A data steward, with an e-mail address for the decisions on their requests."""
+    user = make_user("steward", roles.STEWARDS)
+    user.email = "steward@example.org"
+    user.save(update_fields=["email"])
+    return user
 
 
 @pytest.fixture
@@ -94,6 +99,12 @@ def other_steward(db):
 @pytest.fixture
 def officer(db):
     return make_user("officer", roles.OFFICERS)
+
+
+@pytest.fixture
+def second_officer(db):
+    """Another privacy officer, for the second of two required approvals."""
+    return make_user("officer2", roles.OFFICERS)
 
 
 @pytest.fixture
@@ -121,6 +132,28 @@ def csv_upload(text: str | bytes, name: str = "data.csv") -> SimpleUploadedFile:
 @pytest.fixture
 def adult_upload():
     return csv_upload((ADULT / "adult.csv").read_bytes(), "adult.csv")
+
+
+@pytest.fixture
+def adult_dataset(steward):
+    """The Adult data (30,162 rows) uploaded and profiled by ``steward``; no column has a role."""
+    return factories.make_dataset(steward, (ADULT / "adult.csv").read_bytes(), "adult.csv")
+
+
+#: The roles of the ready request's columns (``zip`` is withheld).
+READY_ROLES = {
+    "name": Role.IDENTIFIER,
+    "age": Role.QUASI_IDENTIFIER,
+    "sex": Role.QUASI_IDENTIFIER,
+    "diagnosis": Role.SENSITIVE,
+}
+
+
+@pytest.fixture
+def ready_request(steward):
+    """A release request whose run finished and waits for review: ``steward``'s 300 people
+    (``synthetic_csv``) with ``READY_ROLES``, k=5 with 5 % suppression."""
+    return workflow.ready_release(steward, factories.synthetic_csv(), READY_ROLES)
 
 
 def hierarchy_upload(attribute: str) -> SimpleUploadedFile:

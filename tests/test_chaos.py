@@ -36,9 +36,9 @@ from releases.models import (
 from releases.services import column_store, datasets, leases, release, reproduction
 from releases.services.release import ReleaseParameters
 from tests.support import factories, processes
+from tests.support.factories import synthetic_csv
 from tests.support.workflow import approve, tag
 from tests.test_io import giant_field_csv, wide_csv, zip_bomb_xlsx
-from tests.test_services import synthetic_csv
 
 pytestmark = [
     pytest.mark.integration,

@@ -9,8 +9,8 @@ from django.utils import timezone
 from releases.models import Dataset, OutboxMessage, ReleaseRequest, Role
 from releases.services import dispatch, recovery
 from tests.support import processes
-from tests.support.factories import make_dataset
-from tests.test_services import synthetic_csv, tag
+from tests.support.factories import make_dataset, synthetic_csv
+from tests.support.workflow import tag
 
 pytestmark = pytest.mark.django_db(transaction=True)
 

@@ -15,22 +15,16 @@ from releases.models import ReleaseRequest, Role
 from releases.services import InvalidInput, storage
 from tests.conftest import ADULT
 from tests.support import factories
-from tests.support.workflow import request_release, run
-from tests.test_services import tag
+from tests.support.workflow import request_release, run, tag
 
 pytestmark = pytest.mark.django_db
 
 QIS = ["age", "education", "marital-status", "native-country", "race", "salary-class", "sex"]
 
 
-@pytest.fixture(scope="module")
-def adult_text():
-    return (ADULT / "adult.csv").read_bytes()
-
-
 @pytest.fixture
-def adult(steward, adult_text):
-    dataset = factories.make_dataset(steward, adult_text, "adult.csv")
+def adult(steward, adult_dataset):
+    dataset = adult_dataset
     tag(
         steward,
         dataset,
