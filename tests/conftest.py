@@ -9,6 +9,9 @@ from __future__ import annotations
 import contextlib
 from pathlib import Path
 
+# Imported here, before any test: its import runs ``lscpu`` (NumPy's SVE check), a process the
+# fast tier's guard would otherwise blame on whichever test first imports it (scipy does).
+import numpy.testing  # noqa: F401
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import Group, User
