@@ -1,10 +1,11 @@
 # Two commands: `make run` (the app with Redis and a Celery worker on http://127.0.0.1:8000)
-# and `make test` (the whole suite). Both set up .venv on first use.
+# and `make test` (the whole suite); `make test-fast` runs the tests that need no process,
+# browser or PostgreSQL (about a minute). All set up .venv on first use.
 PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || command -v python3.13 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
 
-.PHONY: run test test-second-python install install-test lint format screenshots bench bench-io bench-web bench-pages bench-load clean
+.PHONY: run test test-fast test-parallel test-serial test-second-python install install-test lint format screenshots bench bench-io bench-web bench-pages bench-load clean
 
 $(VENV)/.installed-run: pyproject.toml
 	@scripts/check-python.sh "$(PYTHON)"
@@ -24,10 +25,32 @@ install-test: $(VENV)/.installed-test
 run: install
 	@scripts/run-dev.sh
 
+# pytest-xdist processes (-n): one per core by default.
+TEST_WORKERS ?= auto
+# Tests that must not share the machine with others (timing-sensitive chaos and load runs) run
+# alone, after the parallel pass.
+SERIAL := chaos or load
+
+# The whole suite: in parallel where safe, then the serial tests, then the engine's tests on a
+# second Python.
 test: install-test
 	@scripts/ensure-system-packages.sh redis-server chromium
-	$(PY) -m pytest
+	@$(MAKE) --no-print-directory test-parallel
+	@$(MAKE) --no-print-directory test-serial
 	@$(MAKE) --no-print-directory test-second-python
+
+# Browser tests that share the session's app stack run on one worker (xdist_group "stack"),
+# which starts it once.
+test-parallel: install-test
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not ($(SERIAL))"
+
+test-serial: install-test
+	$(PY) -m pytest -m "$(SERIAL)"
+
+# The fast tier: no process, browser or PostgreSQL; a test that starts a process without a
+# full-tier marker fails here (tests/support/tiers.py).
+test-fast: install-test
+	$(PY) -m pytest --fast -n $(TEST_WORKERS)
 
 # The engine's tests again on a second supported Python (3.11-3.13), when the machine has one.
 test-second-python:

@@ -171,6 +171,25 @@ def redis_url(tmp_path_factory):
 
 
 @pytest.fixture(scope="session")
+def postgres_server():
+    """One throwaway PostgreSQL cluster for the test process (the URL of its first database);
+    ``postgres_database`` gives each module a database of its own in it."""
+    from tests.support.postgres import postgres_cluster
+
+    with postgres_cluster() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def postgres_database(request, postgres_server):
+    """An empty database of the module's own in the session's PostgreSQL cluster; its URL."""
+    from tests.support.postgres import create_database
+
+    name = "test_" + request.module.__name__.rsplit(".", 1)[-1]
+    return create_database(postgres_server, name)
+
+
+@pytest.fixture(scope="session")
 def stack(tmp_path_factory):
     """The app on real processes (Redis, Celery worker, web server) with the demo accounts."""
     with processes.app_stack(tmp_path_factory.mktemp("stack")) as stack:

@@ -25,6 +25,8 @@ FIXTURE_MARKERS = {
     "stack": "integration",
     "browser": "browser",
     "s3_server": "s3",
+    "postgres_server": "postgres",
+    "postgres_database": "postgres",
 }
 
 
