@@ -59,7 +59,7 @@ test-second-python:
 	echo "Engine tests on $$alt"; \
 	scripts/make-venv.sh "$$alt" .venv-alt && \
 	.venv-alt/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]' && \
-	.venv-alt/bin/python -m pytest -q -p no:cacheprovider tests/engine tests/test_tabular.py
+	.venv-alt/bin/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) tests/engine tests/test_tabular.py
 
 lint: install-test
 	$(VENV)/bin/ruff check .
