@@ -50,8 +50,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    unmarked = [f"{item.nodeid}: {', '.join(tiers.missing_markers(item))}" for item in items]
-    unmarked = [line for line in unmarked if not line.endswith(": ")]
+    unmarked = [
+        f"{item.nodeid}: {', '.join(missing)}"
+        for item in items
+        if (missing := tiers.missing_markers(item))
+    ]
     if unmarked:
         raise pytest.UsageError("Tests without the marker of a fixture:\n" + "\n".join(unmarked))
     if not config.getoption("fast"):
