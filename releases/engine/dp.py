@@ -6,9 +6,10 @@ and the accounting come from OpenDP (https://opendp.org); nothing here draws noi
 
 Privacy unit: one row, added or removed (unbounded DP, ``dp.unit_of(contributions=1)``); the
 number of rows is not public and is never used to calibrate noise. Every mechanism is pure
-ε-DP (δ = 0), so the queries of a release compose by OpenDP's basic sequential composition
-(``make_composition``): the release's privacy loss is the sum of its queries' ε, and the
-dataset's budget is spent by that sum.
+ε-DP (δ = 0) except the private key release of labels from the data, which is (ε, δ)-DP. The
+queries of a release compose by OpenDP's basic sequential composition (``make_composition``):
+the release's privacy loss is the sum of its queries' ε (and of their δ), and the dataset's
+budget is spent by those sums.
 
 Queries:
 
@@ -17,7 +18,14 @@ Queries:
   or numeric bins from declared edges). Only declared cells are released, plus one "other"
   cell counting rows whose value is outside the declared categories or bins, empty, or not a
   number: nothing reveals which other values exist. Discrete Laplace noise on every cell
-  (L1 sensitivity 1: one row changes one cell by one).
+  (L1 sensitivity 1: one row changes one cell by one). A cell's label is published as it is,
+  so every declared label must be public knowledge; each grouping says where its labels come
+  from (:data:`LABEL_SOURCES`): typed by the steward, a level of the column's hierarchy, or
+  the column's declared values. Labels taken from the data itself are released only through
+  OpenDP's private key release (``make_laplace_threshold``): the cells of the values present
+  are counted with noise and a cell is published only when its noisy count passes a
+  threshold, so a label held by few rows appears with probability at most δ. That query is
+  (ε, δ)-DP; the others of its release are made approximate-DP (δ = 0) to compose with it.
 * :class:`Sum`: sum of a numeric column, each value clamped by OpenDP to the steward's bounds
   (never taken from the data). Laplace noise.
 * :class:`Mean`: OpenDP's approach when the number of rows is unknown: a noisy sum and a noisy
@@ -76,12 +84,14 @@ __all__ = [
     "Sum",
     "canonical_json",
     "compile_release",
+    "describe_grouping",
     "preview",
     "queries_from_list",
     "query_from_dict",
     "requested_delta",
     "requested_epsilon",
     "run_release",
+    "true_counts",
     "validate_queries",
 ]
 
@@ -97,6 +107,9 @@ OTHER_LABEL = "(other or missing)"
 
 MAX_QUERIES = 50
 MAX_EPSILON = 100.0
+#: δ of a private key release: what a label held by a single row risks being published with.
+#: Far above 1e-3 the threshold protects little (δ should be well below one over the rows).
+MAX_DELTA = 1e-3
 MAX_CATEGORIES = 1_000
 MAX_CELLS = 10_000
 MAX_CANDIDATES = 10_001
@@ -113,6 +126,19 @@ _SLACK = 1e-9
 _OUTSIDE = "\x00"
 #: Joins a two-column cell's labels into one key.
 _SEPARATOR = "\x1f"
+
+#: Where a histogram's labels come from. Labels are published as they are, so they are either
+#: public knowledge (the first three) or found in the data and released privately ("data").
+TYPED = "typed"
+HIERARCHY = "hierarchy"
+DOMAIN = "domain"
+DATA = "data"
+LABEL_SOURCES: dict[str, str] = {
+    TYPED: "typed by the steward",
+    HIERARCHY: "a level of the column's hierarchy",
+    DOMAIN: "the column's declared values",
+    DATA: "the data, released privately (noisy counts above a threshold)",
+}
 
 
 def _fmt(x: float) -> str:
@@ -147,11 +173,17 @@ def _check_bounds(lower: float, upper: float, column: str) -> None:
 @dataclass(frozen=True, kw_only=True)
 class Grouping:
     """How a histogram groups one column: declared ``categories``, or numeric bins between
-    increasing ``edges`` (``[e0, e1)``, ``[e1, e2)``, ..., the last one closed ``[.., en]``)."""
+    increasing ``edges`` (``[e0, e1)``, ``[e1, e2)``, ..., the last one closed ``[.., en]``), or
+    the values found in the data (``source`` "data": no categories, released privately).
+
+    ``source`` says where declared categories come from (:data:`LABEL_SOURCES`); ``level`` is
+    the hierarchy's level for "hierarchy". Bins are always the steward's typed edges."""
 
     column: str
     categories: tuple[str, ...] = ()
     edges: tuple[float, ...] = ()
+    source: str = TYPED
+    level: int | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "column", str(self.column))
@@ -163,14 +195,50 @@ class Grouping:
             "edges",
             tuple(_finite_number(e, f"An edge of {self.column!r}") for e in self.edges),
         )
+        object.__setattr__(self, "source", str(self.source or TYPED))
+        if self.level is not None:
+            if isinstance(self.level, bool) or not isinstance(self.level, int | float):
+                raise EngineError(f"The hierarchy level of {self.column!r} is a whole number.")
+            if int(self.level) != self.level:
+                raise EngineError(f"The hierarchy level of {self.column!r} is a whole number.")
+            object.__setattr__(self, "level", int(self.level))
+
+    @property
+    def from_data(self) -> bool:
+        return self.source == DATA
 
     def validate(self) -> None:
         if not self.column:
             raise EngineError("Name the column a histogram groups by.")
+        if self.source not in LABEL_SOURCES:
+            raise EngineError(
+                f"Unknown source of labels {self.source!r} for {self.column!r}; use one of "
+                f"{', '.join(LABEL_SOURCES)}."
+            )
+        if self.level is not None and self.source != HIERARCHY:
+            raise EngineError(
+                f"A hierarchy level goes with labels from {self.column!r}'s hierarchy."
+            )
+        if self.from_data:
+            if self.categories or self.edges:
+                raise EngineError(
+                    f"Labels of {self.column!r} from the data are found by the run, privately: "
+                    "declare no categories or edges with them."
+                )
+            return
         if bool(self.categories) == bool(self.edges):
             raise EngineError(
                 f"Group {self.column!r} either by declared categories or by numeric bin "
                 "edges (one of the two)."
+            )
+        if self.edges and self.source != TYPED:
+            raise EngineError(
+                f"The bin edges of {self.column!r} are typed: their source is {TYPED!r}."
+            )
+        if self.source == HIERARCHY and (self.level is None or self.level < 1):
+            raise EngineError(
+                f"Labels from {self.column!r}'s hierarchy come from a level of 1 or more (level 0 "
+                "holds the column's own values)."
             )
         if self.categories:
             if len(self.categories) > MAX_CATEGORIES:
@@ -197,6 +265,8 @@ class Grouping:
                 raise EngineError(f"Use at most {MAX_CATEGORIES} bins for {self.column!r}.")
 
     def labels(self) -> list[str]:
+        if self.from_data:
+            raise EngineError(f"The labels of {self.column!r} are found in the data by the run.")
         if self.categories:
             return list(self.categories)
         last = len(self.edges) - 2
@@ -206,8 +276,14 @@ class Grouping:
         ]
 
     def label_cells(self, cells: pd.Series) -> np.ndarray:
-        """Each row's label, or :data:`_OUTSIDE` when no declared cell holds it."""
+        """Each row's label, or :data:`_OUTSIDE` when no declared cell holds it. Labels from
+        the data are the stripped values themselves (empty, or holding a control character
+        this module uses to join labels: outside)."""
         text = cells.str.strip()
+        if self.from_data:
+            values = text.to_numpy(dtype=object)
+            unusable = (text == "") | text.str.contains(f"[{_OUTSIDE}{_SEPARATOR}]", regex=True)
+            return np.where(unusable.to_numpy(dtype=bool), _OUTSIDE, values)
         if self.categories:
             return np.where(text.isin(self.categories), text.to_numpy(dtype=object), _OUTSIDE)
         numbers = pd.to_numeric(text, errors="coerce").to_numpy(dtype=float)
@@ -219,28 +295,45 @@ class Grouping:
         labels = np.asarray(self.labels(), dtype=object)
         return np.where(inside, labels[np.clip(index, 0, len(labels) - 1)], _OUTSIDE)
 
+    def describe_source(self) -> str:
+        """Where the labels come from, in words (for the review page and the methods note)."""
+        if self.edges:
+            return "bins with edges typed by the steward"
+        if self.source == TYPED:
+            return "typed by the steward"
+        if self.source == HIERARCHY:
+            return f"from level {self.level} of the column's hierarchy"
+        return f"from {LABEL_SOURCES[self.source]}"
+
     def to_dict(self) -> dict:
         out: dict[str, Any] = {"column": self.column}
         if self.categories:
             out["categories"] = list(self.categories)
-        else:
+        elif self.edges:
             out["edges"] = list(self.edges)
+        out["source"] = self.source
+        if self.level is not None:
+            out["level"] = self.level
         return out
 
 
 @dataclass(frozen=True, kw_only=True)
 class Query:
-    """One statistic of a release and the ε it may use (δ is 0: every mechanism is pure DP)."""
+    """One statistic of a release and the ε it may use. δ is 0 except for a histogram whose
+    labels come from the data (its private key release needs δ > 0)."""
 
     epsilon: float
+    delta: float = 0.0
     kind: ClassVar[str] = ""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "epsilon", _finite_number(self.epsilon, "ε"))
+        object.__setattr__(self, "delta", _finite_number(self.delta, "δ"))
 
     @property
-    def delta(self) -> float:
-        return 0.0
+    def needs_delta(self) -> bool:
+        """Whether the query's mechanism is (ε, δ)-DP (its δ must then be above 0)."""
+        return False
 
     @property
     def columns(self) -> tuple[str, ...]:
@@ -252,6 +345,16 @@ class Query:
     def validate(self, columns: Sequence[str] | None = None) -> None:
         if not 0 < self.epsilon <= MAX_EPSILON:
             raise EngineError(f"ε must be above 0 and at most {MAX_EPSILON:g}.")
+        if self.needs_delta:
+            if not 0 < self.delta <= MAX_DELTA:
+                raise EngineError(
+                    f"Labels from the data are released privately, which needs a δ above 0 and "
+                    f"at most {MAX_DELTA:g} (for example 1e-6)."
+                )
+        elif self.delta != 0:
+            raise EngineError(
+                "Only a histogram whose labels come from the data spends δ; set δ to 0."
+            )
         if columns is not None:
             for name in self.columns:
                 if name not in columns:
@@ -261,6 +364,8 @@ class Query:
         out: dict[str, Any] = {"kind": self.kind}
         for f in fields(self):
             value = getattr(self, f.name)
+            if f.name == "delta" and not value:
+                continue  # pure ε-DP: the stored form stays as it always was
             if isinstance(value, tuple):
                 value = [v.to_dict() if isinstance(v, Grouping) else v for v in value]
             out[f.name] = value
@@ -297,6 +402,15 @@ class Histogram(Query):
     def columns(self) -> tuple[str, ...]:
         return tuple(g.column for g in self.by)
 
+    @property
+    def from_data(self) -> bool:
+        """Whether a grouping's labels are found in the data (a private key release)."""
+        return any(g.from_data for g in self.by)
+
+    @property
+    def needs_delta(self) -> bool:
+        return self.from_data
+
     def describe(self) -> str:
         return "Rows by " + " × ".join(g.column for g in self.by)
 
@@ -308,11 +422,15 @@ class Histogram(Query):
             raise EngineError("A histogram's two columns must differ.")
         for grouping in self.by:
             grouping.validate()
-        if math.prod(len(g.labels()) for g in self.by) > MAX_CELLS:
+        declared = [g for g in self.by if not g.from_data]
+        if math.prod(len(g.labels()) for g in declared) > MAX_CELLS:
             raise EngineError(f"A histogram may have at most {MAX_CELLS} cells.")
 
     def cells(self) -> list[tuple[str, ...]]:
-        """The declared cells, in order (the "other" cell comes after them)."""
+        """The declared cells, in order (the "other" cell comes after them); a histogram
+        with labels from the data has none declared."""
+        if self.from_data:
+            return []
         cells: list[tuple[str, ...]] = [()]
         for grouping in self.by:
             cells = [c + (label,) for c in cells for label in grouping.labels()]
@@ -428,7 +546,7 @@ QUERY_TYPES: dict[str, type[Query]] = {
 def _grouping_from_dict(data: Any) -> Grouping:
     if not isinstance(data, Mapping):
         raise EngineError("Each grouping of a histogram is an object with a column.")
-    unknown = set(data) - {"column", "categories", "edges"}
+    unknown = set(data) - {"column", "categories", "edges", "source", "level"}
     if unknown:
         raise EngineError(f"Unknown grouping field {sorted(unknown)[0]!r}.")
     if "column" not in data:
@@ -437,7 +555,25 @@ def _grouping_from_dict(data: Any) -> Grouping:
         column=data["column"],
         categories=tuple(data.get("categories") or ()),
         edges=tuple(data.get("edges") or ()),
+        source=data.get("source") or TYPED,
+        level=data.get("level"),
     )
+
+
+def describe_grouping(data: Mapping[str, Any]) -> str:
+    """A stored grouping in words, with where its labels come from ("sex: 2 labels typed by
+    the steward"). A grouping stored before sources were recorded says so."""
+    column = data.get("column", "")
+    if data.get("edges"):
+        edges = ", ".join(_fmt(float(e)) for e in data["edges"])
+        return f"{column}: bins with edges {edges} (typed by the steward)"
+    if data.get("source") == DATA:
+        return f"{column}: labels from {LABEL_SOURCES[DATA]}"
+    count = len(data.get("categories") or [])
+    if "source" not in data:
+        return f"{column}: {count} labels of unrecorded origin"
+    where = _grouping_from_dict(data).describe_source()
+    return f"{column}: {count} labels {where}"
 
 
 def query_from_dict(data: Mapping[str, Any]) -> Query:
@@ -634,20 +770,103 @@ def _build_count(query: Count, space, index: int, rows: int | None) -> _Built:
     return _Built(plan, measurement, lambda raw: (int(raw), error, {}))
 
 
+def _joint_keys(groupings: Sequence[Grouping], frame: pd.DataFrame) -> np.ndarray:
+    """Each row's cell key (its groupings' labels joined), or :data:`_OUTSIDE` when a grouping
+    has no cell for it."""
+    labels = [g.label_cells(_text(frame, g.column)) for g in groupings]
+    keyed = labels[0].astype(object)
+    outside = labels[0] == _OUTSIDE
+    for more in labels[1:]:
+        keyed = keyed + _SEPARATOR + more
+        outside |= more == _OUTSIDE
+    return np.where(outside, _OUTSIDE, keyed)
+
+
+def _threshold_for(make: Callable[[int], dp.Measurement], delta: float) -> int:
+    """The smallest threshold whose δ (OpenDP's privacy map) fits ``delta``."""
+    target = delta * (1 - _SLACK)
+
+    def fits(threshold: int) -> bool:
+        return float(make(threshold).map(D_IN)[1]) <= target
+
+    low, high = 1, 2
+    while not fits(high):
+        low, high = high, high * 2
+        if high > 2**40:  # pragma: no cover - δ is bounded below by validation
+            raise EngineError("No threshold keeps δ this small.")
+    while low < high:  # smallest passing threshold in (low, high]
+        middle = (low + high) // 2
+        if fits(middle):
+            high = middle
+        else:
+            low = middle + 1
+    return high
+
+
+def _build_private_keys(query: Histogram, space, index: int, rows: int | None) -> _Built:
+    """A histogram whose labels are found in the data: OpenDP's private key release.
+
+    Every row maps to its cell (a stability-1 row map), the cells present are counted
+    (``make_count_by``: one row changes one count by one), and ``make_laplace_threshold``
+    adds discrete Laplace noise to each count and publishes only the cells whose noisy count
+    reaches the threshold. The noise's scale gives ε; the threshold is the smallest that keeps
+    δ, the chance that a cell held by one row is published, within the query's δ."""
+    groupings = query.by
+
+    def cell_keys(frame: pd.DataFrame) -> list[str]:
+        keys = _joint_keys(groupings, frame)
+        return keys[keys != _OUTSIDE].tolist()
+
+    labelled = _rowwise(space, dp.vector_domain(dp.atom_domain(T=str)), cell_keys)
+    counts = labelled >> dp.t.then_count_by(TV="i64")
+
+    def make(scale: float, threshold: int = 2**40):
+        return counts >> dp.m.then_laplace_threshold(scale=scale, threshold=threshold)
+
+    def epsilon_of(measurement) -> float:
+        return float(measurement.map(D_IN)[0])
+
+    target = query.epsilon * (1 - _SLACK)
+    scale = epsilon_of(make(1.0)) / target
+    while epsilon_of(make(scale)) > target:
+        scale = math.nextafter(scale, math.inf) * (1 + 1e-12)
+    threshold = _threshold_for(lambda t: make(scale, t), query.delta)
+    measurement = make(scale, threshold)
+    loss_epsilon, loss_delta = (float(x) for x in measurement.map(D_IN))
+    error = _discrete_accuracy(scale)
+    plan = _plan(
+        query,
+        index,
+        mechanism="discrete Laplace with a threshold (private key release)",
+        privacy_loss=loss_epsilon,
+        sensitivity=1.0,
+        scale=scale,
+        error=error,
+        error_kind="absolute",
+        error_note=(
+            f"rows in each published cell, at 95 %; a cell is published only when its noisy "
+            f"count reaches {threshold}"
+        ),
+        detail={"threshold": threshold, "privacy_loss_delta": loss_delta, "label_source": DATA},
+    )
+
+    def finish(raw: Mapping[str, int]) -> tuple[Any, float, dict]:
+        value = [{"cell": key.split(_SEPARATOR), "count": int(n)} for key, n in sorted(raw.items())]
+        return value, error, {"published_cells": len(value)}
+
+    return _Built(plan, measurement, finish)
+
+
 def _build_histogram(query: Histogram, space, index: int, rows: int | None) -> _Built:
+    if query.from_data:
+        return _build_private_keys(query, space, index, rows)
     cells = query.cells()
     keys = [_SEPARATOR.join(cell) for cell in cells]
     groupings = query.by
 
     def cell_keys(frame: pd.DataFrame) -> list[str]:
-        labels = [g.label_cells(_text(frame, g.column)) for g in groupings]
-        keyed = labels[0].astype(object)
-        outside = labels[0] == _OUTSIDE
-        for more in labels[1:]:
-            keyed = keyed + _SEPARATOR + more
-            outside |= more == _OUTSIDE
         # A row outside any grouping's declared values goes to the "other" cell.
-        return np.where(outside, _OUTSIDE, keyed).tolist()
+        return _joint_keys(groupings, frame).tolist()
 
     labelled = _rowwise(space, dp.vector_domain(dp.atom_domain(T=str)), cell_keys)
     counts = labelled >> dp.t.then_count_by_categories(
@@ -915,13 +1134,15 @@ class ReleaseResult:
     """The noisy results of a release and its total privacy loss.
 
     ``epsilon``/``delta``: what the release spends (sum of the queries' requested ε and δ).
-    ``privacy_loss``: OpenDP's accountant for the composed measurement that ran (<= epsilon).
+    ``privacy_loss``: OpenDP's accountant for the composed measurement that ran (<= epsilon);
+    ``privacy_loss_delta`` its δ (0 unless a query released labels from the data).
     """
 
     results: tuple[QueryResult, ...]
     epsilon: float
     delta: float
     privacy_loss: float
+    privacy_loss_delta: float = 0.0
     confidence: float = CONFIDENCE
     privacy_unit: str = "one row, added or removed (unbounded DP)"
     composition: str = "basic sequential composition (OpenDP make_composition)"
@@ -933,6 +1154,8 @@ class ReleaseResult:
             "epsilon": self.epsilon,
             "delta": self.delta,
             "privacy_loss": self.privacy_loss,
+            # Only when a query spent δ: pure ε-DP results keep the form (and SHA-256) they had.
+            **({"privacy_loss_delta": self.privacy_loss_delta} if self.privacy_loss_delta else {}),
             "confidence": self.confidence,
             "privacy_unit": self.privacy_unit,
             "composition": self.composition,
@@ -977,6 +1200,7 @@ class CompiledRelease:
     plans: tuple[QueryPlan, ...]
     measurement: dp.Measurement
     privacy_loss: float
+    privacy_loss_delta: float
     epsilon: Decimal
     delta: Decimal
     _finishers: tuple[Callable[[Any], tuple[Any, float | None, dict]], ...]
@@ -994,22 +1218,41 @@ class CompiledRelease:
             epsilon=float(self.epsilon),
             delta=float(self.delta),
             privacy_loss=self.privacy_loss,
+            privacy_loss_delta=self.privacy_loss_delta,
         )
 
 
+def _is_approximate(measurement: dp.Measurement) -> bool:
+    return measurement.output_measure != dp.max_divergence()
+
+
 def compile_release(queries: Sequence[Query], columns: Sequence[str]) -> CompiledRelease:
-    """Validate the queries against the dataset's columns and compose their measurements."""
+    """Validate the queries against the dataset's columns and compose their measurements.
+
+    When a query is (ε, δ)-DP (a private key release), every pure one is made approximate
+    (``make_approximate``, δ = 0) so that OpenDP composes them all: ε's and δ's add up."""
     columns = [str(c) for c in columns]
     validate_queries(queries, columns)
     built = _build_all(queries, columns)
-    measurement = dp.c.make_composition([b.measurement for b in built])
-    total = float(measurement.map(D_IN))
+    measurements = [b.measurement for b in built]
+    approximate = any(_is_approximate(m) for m in measurements)
+    if approximate:
+        measurements = [m if _is_approximate(m) else dp.c.make_approximate(m) for m in measurements]
+    measurement = dp.c.make_composition(measurements)
+    loss = measurement.map(D_IN)
+    total, total_delta = (float(loss[0]), float(loss[1])) if approximate else (float(loss), 0.0)
     parts = sum(b.plan.privacy_loss for b in built)
     epsilon = requested_epsilon(queries)
+    delta = requested_delta(queries)
     # The accountant's total is the sum recorded per query, and never more than is spent.
-    if not math.isclose(total, parts, rel_tol=1e-9) or total > float(epsilon):
+    if (
+        not math.isclose(total, parts, rel_tol=1e-9)
+        or total > float(epsilon)
+        or total_delta > float(delta)
+    ):
         raise EngineError(  # pragma: no cover - a broken invariant, not bad input
-            f"OpenDP's privacy loss {total!r} does not match the queries' ε {epsilon}."
+            f"OpenDP's privacy loss {total!r} (δ {total_delta!r}) does not match the queries' "
+            f"ε {epsilon} (δ {delta})."
         )
     return CompiledRelease(
         queries=tuple(queries),
@@ -1017,10 +1260,63 @@ def compile_release(queries: Sequence[Query], columns: Sequence[str]) -> Compile
         plans=tuple(b.plan for b in built),
         measurement=measurement,
         privacy_loss=total,
+        privacy_loss_delta=total_delta,
         epsilon=epsilon,
-        delta=requested_delta(queries),
+        delta=delta,
         _finishers=tuple(b.finish for b in built),
     )
+
+
+#: A released cell holding fewer rows than this is counted as small on the officers' page.
+SMALL_CELL = 10
+
+
+def true_counts(
+    frame: pd.DataFrame, queries: Sequence[Query], result: ReleaseResult
+) -> list[dict[str, Any]]:
+    """Per query, the rows behind what it released, counted exactly (plain pandas, no noise).
+
+    For the officers' review only, never released: the smallest non-empty true count behind a
+    published cell (and which cell), how many published cells hold fewer than
+    :data:`SMALL_CELL` rows, the most one row can change the statistic, and whether the
+    error at 95 % is at least that much (the noise hides one row)."""
+    out = []
+    for number, (query, released) in enumerate(zip(queries, result.results, strict=True), 1):
+        cells: dict[str, int] = {}
+        effect = 1.0
+        if isinstance(query, Histogram):
+            keys = pd.Series(_joint_keys(query.by, frame)).value_counts()
+            if query.from_data:
+                published = [_SEPARATOR.join(c["cell"]) for c in released.value]
+            else:
+                published = [_SEPARATOR.join(c) for c in query.cells()] + [_OUTSIDE]
+            for key in published:
+                label = OTHER_LABEL if key == _OUTSIDE else " × ".join(key.split(_SEPARATOR))
+                cells[label] = int(keys.get(key, 0))
+        elif isinstance(query, _Bounded):
+            values = len(_numbers(frame, query.column))
+            cells[""] = values
+            if isinstance(query, Sum):
+                effect = max(abs(query.lower), abs(query.upper))
+            elif isinstance(query, Mean):
+                effect = (query.upper - query.lower) / max(values, 1)
+        else:
+            cells[""] = len(frame)
+        occupied = {label: n for label, n in cells.items() if n > 0}
+        smallest_label = min(occupied, key=lambda label: occupied[label]) if occupied else ""
+        error = released.error
+        out.append(
+            {
+                "query": number,
+                "smallest": occupied.get(smallest_label),
+                "cell": smallest_label,
+                "small_cells": sum(1 for n in occupied.values() if n < SMALL_CELL),
+                "one_row_effect": effect,
+                "error": error,
+                "hides_one_row": error is not None and error >= effect,
+            }
+        )
+    return out
 
 
 def run_release(frame: pd.DataFrame, queries: Sequence[Query]) -> ReleaseResult:
