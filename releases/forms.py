@@ -356,9 +356,24 @@ class StatisticsQueryForm(forms.Form):
         ("quantiles", "Quantiles (median, percentiles) of a numeric column"),
     ]
 
+    SOURCES = [
+        ("typed", "Typed below (public knowledge)"),
+        ("hierarchy", "A level of the column's hierarchy"),
+        ("domain", "The column's declared values"),
+        ("data", "From the data, released privately (needs δ)"),
+    ]
+
     kind = forms.ChoiceField(choices=KINDS, required=False)
     epsilon = forms.FloatField(label="ε", min_value=0.000001, max_value=100, required=False)
+    delta = forms.FloatField(
+        label="δ (labels from the data only, e.g. 1e-6)",
+        min_value=0,
+        max_value=0.001,
+        required=False,
+    )
     column = forms.ChoiceField(label="Column", required=False)
+    source = forms.ChoiceField(label="Labels", choices=SOURCES, required=False, initial="typed")
+    level = forms.IntegerField(label="Hierarchy level", min_value=1, required=False)
     categories = forms.CharField(
         label="Categories (one per line)",
         widget=forms.Textarea(attrs={"rows": 3}),
@@ -369,6 +384,10 @@ class StatisticsQueryForm(forms.Form):
         label="or bin edges (e.g. 0, 18, 65, 120)", required=False, max_length=20_000
     )
     column2 = forms.ChoiceField(label="Second column (optional)", required=False)
+    source2 = forms.ChoiceField(
+        label="Its labels", choices=SOURCES, required=False, initial="typed"
+    )
+    level2 = forms.IntegerField(label="Its hierarchy level", min_value=1, required=False)
     categories2 = forms.CharField(
         label="Its categories (one per line)",
         widget=forms.Textarea(attrs={"rows": 3}),
@@ -413,12 +432,16 @@ class StatisticsQueryForm(forms.Form):
             self.add_error(None, exc)
         return data
 
-    def _grouping(self, column: str, categories: str, edges: list[float]) -> dict:
-        grouping: dict = {"column": column}
+    def _grouping(
+        self, column: str, categories: str, edges: list[float], source: str, level
+    ) -> dict:
+        grouping: dict = {"column": column, "source": source or "typed"}
         if _lines(categories):
             grouping["categories"] = _lines(categories)
         if edges:
             grouping["edges"] = edges
+        if grouping["source"] == "hierarchy":
+            grouping["level"] = level if level is not None else 1
         return grouping
 
     def item(self) -> dict | None:
@@ -429,10 +452,28 @@ class StatisticsQueryForm(forms.Form):
             return None
         item: dict = {"kind": kind, "epsilon": data["epsilon"]}
         if kind == "histogram":
-            by = [self._grouping(data["column"], data["categories"], data["edges_list"])]
+            by = [
+                self._grouping(
+                    data["column"],
+                    data["categories"],
+                    data["edges_list"],
+                    data.get("source"),
+                    data.get("level"),
+                )
+            ]
             if data.get("column2"):
-                by.append(self._grouping(data["column2"], data["categories2"], data["edges2_list"]))
+                by.append(
+                    self._grouping(
+                        data["column2"],
+                        data["categories2"],
+                        data["edges2_list"],
+                        data.get("source2"),
+                        data.get("level2"),
+                    )
+                )
             item["by"] = by
+            if data.get("delta"):
+                item["delta"] = data["delta"]
         elif kind in ("sum", "mean", "quantiles"):
             item.update(column=data["column"], lower=data["lower"], upper=data["upper"])
             if kind == "quantiles":
@@ -443,9 +484,14 @@ class StatisticsQueryForm(forms.Form):
     def initial_from(cls, query: dict) -> dict:
         """A form row from a stored query (to edit it when resubmitting)."""
         initial: dict = {"kind": query["kind"], "epsilon": query["epsilon"]}
+        if query.get("delta"):
+            initial["delta"] = query["delta"]
         for number, grouping in enumerate(query.get("by", [])[:2]):
             suffix = "2" if number else ""
             initial[f"column{suffix}"] = grouping["column"]
+            initial[f"source{suffix}"] = grouping.get("source", "typed")
+            if grouping.get("level") is not None:
+                initial[f"level{suffix}"] = grouping["level"]
             initial[f"categories{suffix}"] = "\n".join(grouping.get("categories", []))
             initial[f"edges{suffix}"] = ", ".join(format(e, "g") for e in grouping.get("edges", []))
         for name in ("column", "lower", "upper"):
@@ -535,7 +581,7 @@ class BudgetForm(forms.Form):
         label="Total ε", min_value=0, max_digits=18, decimal_places=12, initial=1
     )
     delta = forms.DecimalField(
-        label="Total δ (0 while every mechanism is pure ε-DP)",
+        label="Total δ (0 unless histograms may take their labels from the data, e.g. 1e-5)",
         min_value=0,
         max_value=Decimal("0.999999"),
         max_digits=21,
