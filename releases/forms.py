@@ -2,7 +2,7 @@ from decimal import Decimal
 
 from django import forms
 
-from .engine import POPULATION_PARAMS, REGISTRY, EngineError, ParamSpec, PrivacyModel
+from .engine import POPULATION_PARAMS, REGISTRY, EngineError, ParamSpec, PrivacyModel, dp
 from .models import ReleaseRequest, Review
 from .services import release
 from .services.release import ReleaseParameters, Sharing
@@ -344,17 +344,12 @@ def _numbers(text: str, what: str) -> list[float]:
 
 
 class StatisticsQueryForm(forms.Form):
-    """One query of a statistics release. Bounds are typed by the steward: never filled in
-    from the data. An empty kind leaves the row out."""
+    """One query of a statistics release, generated from the engine's registry of query kinds
+    (``dp.QUERY_TYPES``): the kinds offered, and which parts of the form each one uses.
+    Bounds are typed by the steward: never filled in from the data. An empty kind leaves the
+    row out."""
 
-    KINDS = [
-        ("", "— no query —"),
-        ("count", "Count of rows"),
-        ("histogram", "Histogram (counts by one or two columns)"),
-        ("sum", "Sum of a numeric column"),
-        ("mean", "Mean of a numeric column"),
-        ("quantiles", "Quantiles (median, percentiles) of a numeric column"),
-    ]
+    KINDS = [("", "— no query —"), *((k, cls.label) for k, cls in dp.QUERY_TYPES.items())]
 
     SOURCES = [
         ("typed", "Typed below (public knowledge)"),
@@ -416,14 +411,15 @@ class StatisticsQueryForm(forms.Form):
             return data
         if data.get("epsilon") is None:
             self.add_error("epsilon", "Give this query's ε.")
-        if kind in ("sum", "mean", "quantiles"):
-            if not data.get("column"):
-                self.add_error("column", "Choose the numeric column.")
+        parts = dp.QUERY_TYPES[kind].form_parts
+        if "groupings" in parts and not data.get("column"):
+            self.add_error("column", "Choose the column to group by.")
+        if "column" in parts and not data.get("column"):
+            self.add_error("column", "Choose the numeric column.")
+        if "bounds" in parts:
             for name in ("lower", "upper"):
                 if data.get(name) is None:
                     self.add_error(name, "Type the bound (it is never taken from the data).")
-        if kind == "histogram" and not data.get("column"):
-            self.add_error("column", "Choose the column to group by.")
         try:
             data["edges_list"] = _numbers(data.get("edges", ""), "Bin edges")
             data["edges2_list"] = _numbers(data.get("edges2", ""), "Bin edges")
@@ -451,7 +447,8 @@ class StatisticsQueryForm(forms.Form):
         if not kind:
             return None
         item: dict = {"kind": kind, "epsilon": data["epsilon"]}
-        if kind == "histogram":
+        parts = dp.QUERY_TYPES[kind].form_parts
+        if "groupings" in parts:
             by = [
                 self._grouping(
                     data["column"],
@@ -472,13 +469,20 @@ class StatisticsQueryForm(forms.Form):
                     )
                 )
             item["by"] = by
-            if data.get("delta"):
-                item["delta"] = data["delta"]
-        elif kind in ("sum", "mean", "quantiles"):
-            item.update(column=data["column"], lower=data["lower"], upper=data["upper"])
-            if kind == "quantiles":
-                item["alphas"] = data["alphas_list"] or [0.5]
+        if "delta" in parts and data.get("delta"):
+            item["delta"] = data["delta"]
+        if "column" in parts:
+            item["column"] = data["column"]
+        if "bounds" in parts:
+            item.update(lower=data["lower"], upper=data["upper"])
+        if "alphas" in parts:
+            item["alphas"] = data["alphas_list"] or [0.5]
         return item
+
+    @property
+    def used_by(self) -> dict[str, str]:
+        """Per part of the form, the kinds of query using it, for its label ("sum, mean")."""
+        return {part: ", ".join(dp.kinds_using(part)) for part in dp.FORM_PARTS}
 
     @classmethod
     def initial_from(cls, query: dict) -> dict:
