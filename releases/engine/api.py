@@ -12,6 +12,7 @@ from . import metrics
 from .criteria import DataContext, PrivacyModel
 from .hierarchy import Hierarchy
 from .lattice import EncodedData, SearchResult, pareto_front, search
+from .mondrian import anonymize_mondrian
 from .risk import risk_summary
 from .types import (
     SUPPRESSED_VALUE,
@@ -186,8 +187,6 @@ def anonymize(
     started = time.perf_counter()
     validate_config(data, config, check_values=config.algorithm != "optimal")
     if config.algorithm == "mondrian":
-        from .mondrian import anonymize_mondrian
-
         return anonymize_mondrian(data, config, progress)
 
     model = config.model

@@ -41,9 +41,10 @@ import numpy as np
 import pandas as pd
 
 from . import tabular
-from .api import parse_levels
+from .api import anonymize, parse_levels
 from .criteria import POPULATION_PARAMS, REGISTRY, PrivacyModel
 from .export import write_csv
+from .hierarchy import Hierarchy
 from .risk import PopulationModel
 from .types import AnonymizationConfig, AnonymizationResult, EngineError
 
@@ -208,9 +209,7 @@ def _split_pair(item: str, option: str) -> tuple[str, str | None]:
     return name, (file if sep else None)
 
 
-def _load_hierarchy(column: str, file: str, values: pd.Series):
-    from .hierarchy import Hierarchy
-
+def _load_hierarchy(column: str, file: str, values: pd.Series) -> Hierarchy:
     if not Path(file).is_file():
         raise CliError(f"hierarchy file {file} for {column!r} does not exist")
     hierarchy = Hierarchy.from_arx_csv(Path(file), attribute=column)
@@ -220,7 +219,6 @@ def _load_hierarchy(column: str, file: str, values: pd.Series):
 
 def build_config(args: argparse.Namespace, df: pd.DataFrame) -> AnonymizationConfig:
     """The engine configuration the arguments describe (raises CliError / EngineError)."""
-    from .hierarchy import Hierarchy
 
     def check_column(name: str, role: str) -> None:
         if name not in df.columns:
@@ -322,8 +320,6 @@ def execute(
 ) -> None:
     """Parse ``argv``, anonymize, write the files. Raises :class:`CliError` on any problem.
     Warnings (e.g. a hierarchy row listed twice) go to ``stderr``, one line each."""
-    from .api import anonymize
-
     args = build_parser(prog).parse_args(list(argv))
     try:
         df, sep = read_table(args.input, _delimiter_arg(args.delimiter))

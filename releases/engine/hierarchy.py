@@ -19,8 +19,10 @@ from functools import cached_property
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
-from .types import SUPPRESSED_VALUE, HierarchyError
+from .constants import SUPPRESSED_VALUE
+from .errors import HierarchyError
 
 __all__ = ["Hierarchy"]
 
@@ -371,8 +373,6 @@ class Hierarchy:
         Parses ISO dates and common formats (``dayfirst`` for 31/12/2020). Values that are not
         dates (and missing values) map to themselves, then ``*``.
         """
-        import pandas as pd  # local: keeps `import releases.engine.hierarchy` light
-
         distinct = cls._distinct(values) or [""]
         series = pd.Series(distinct, dtype=object)
         parsed = pd.to_datetime(series, errors="coerce", dayfirst=dayfirst, format="mixed")

@@ -16,6 +16,10 @@ for all classes at once:
   whole table's distribution Q (Li et al. 2007): equal distance ``1/2 sum |p_i - q_i|``,
   ordered distance ``1/(m-1) sum_i |sum_{j<=i} (p_j - q_j)|`` and hierarchical distance.
 
+The per-value models (δ-disclosure, β-likeness) also use :func:`cell_shares` (each value's
+share of its class), :func:`class_max` (a per-value measure's largest per class) and
+:func:`smallest_size` (a bound on the size of a class that can pass).
+
 The privacy models (:mod:`.criteria`) combine these measures into per-class decisions.
 """
 
@@ -23,14 +27,12 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 
 from .errors import EngineError
-
-if TYPE_CHECKING:
-    from .hierarchy import Hierarchy
+from .hierarchy import Hierarchy
 
 __all__ = [
     "SensitiveCounts",
@@ -43,6 +45,9 @@ __all__ = [
     "t_distance",
     "min_class_size_for_t",
     "encode_sensitive",
+    "class_max",
+    "cell_shares",
+    "smallest_size",
 ]
 
 # Tolerance for floating-point comparisons against l and t.
@@ -345,7 +350,29 @@ def t_distance(sc: SensitiveCounts, ctx: TContext) -> np.ndarray:
 
 def encode_sensitive(values: np.ndarray) -> tuple[np.ndarray, list[str]]:
     """Integer codes of a column of strings and the code -> label list."""
-    import pandas as pd
-
     codes, uniques = pd.factorize(pd.Series(values, dtype=object), sort=False)
     return codes.astype(np.int64), [str(u) for u in uniques]
+
+
+def cell_shares(sc: SensitiveCounts) -> np.ndarray:
+    """Each cell's share of its class."""
+    sizes = np.bincount(sc.group, weights=sc.count, minlength=sc.n_groups)
+    return sc.count / sizes[sc.group]
+
+
+def class_max(values: np.ndarray, sc: SensitiveCounts, empty: float = 0.0) -> np.ndarray:
+    """Per class, the largest of ``values`` (one per cell of ``sc``, cells sorted by class)."""
+    out = np.full(sc.n_groups, empty, dtype=np.float64)
+    if len(values) == 0:
+        return out
+    starts = np.flatnonzero(np.concatenate(([True], sc.group[1:] != sc.group[:-1])))
+    out[sc.group[starts]] = np.maximum.reduceat(values, starts)
+    return out
+
+
+def smallest_size(capacity: np.ndarray, need: float) -> int:
+    """The smallest s such that the s largest ``capacity`` values sum to at least ``need``
+    (a class of s rows holds at most s values); ``len + 1`` when none."""
+    total = np.cumsum(np.sort(capacity)[::-1])
+    ok = np.flatnonzero(total >= need - _EPS)
+    return int(ok[0]) + 1 if len(ok) else len(capacity) + 1

@@ -9,10 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+import numpy as np
+import pandas as pd
+
+from .constants import SUPPRESSED_VALUE
 from .criteria import PrivacyModel
 from .errors import EngineError, HierarchyError
+from .hierarchy import Hierarchy
 from .risk import PopulationModel, RiskSummary
 
 __all__ = [
@@ -27,15 +32,6 @@ __all__ = [
     "ProgressCallback",
     "RiskSummary",
 ]
-
-if TYPE_CHECKING:
-    import numpy as np
-    import pandas as pd
-
-    from .hierarchy import Hierarchy
-
-#: The value of a fully generalized cell (top level of every hierarchy).
-SUPPRESSED_VALUE = "*"
 
 Algorithm = Literal["optimal", "mondrian"]
 
