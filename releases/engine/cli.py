@@ -2,11 +2,9 @@
 
     anonymize INPUT --out OUT.csv [--report REPORT.json] --qi COL[=HIERARCHY.csv] ...
               [--sensitive COL ...] [--identifier COL ...]
-              privacy models, at least one (generated from :mod:`.criteria`):
-              [--k N] [--l N --l-variant distinct|entropy|recursive --c C]
-              [--t T --t-distance equal|ordered|hierarchical] [--delta-disclosure D]
-              [--beta B --beta-variant basic|enhanced] [--highest-risk R] [--average-risk R]
-              [--population-uniqueness U --population-model dankar|pitman|zayatz|snb]
+              privacy models, at least one: an option per parameter of each model of
+              :data:`.criteria.REGISTRY` (e.g. [--k N] [--l N --l-variant entropy];
+              ``--help`` lists them all)
               [--population-size N | --sampling-fraction F]
               [--levels COL=N[,COL=N...]] [--sensitive-hierarchy COL=FILE ...]
               [--suppression-limit F] [--algorithm optimal|mondrian] [--delimiter D]
@@ -65,9 +63,8 @@ class _Parser(argparse.ArgumentParser):
 def build_parser(prog: str = "anonymize") -> argparse.ArgumentParser:
     p = _Parser(
         prog=prog,
-        description="Anonymize a table (k-anonymity, l-diversity, t-closeness, δ-disclosure, "
-        "β-likeness, re-identification risk, population uniqueness) and write the extract and "
-        "a JSON report.",
+        description=f"Anonymize a table ({', '.join(k.label for k in REGISTRY.values())}) "
+        "and write the extract and a JSON report.",
     )
     p.add_argument("input", metavar="INPUT", help="CSV file to anonymize")
     p.add_argument("--out", required=True, metavar="OUT.csv", help="where to write the extract")

@@ -34,8 +34,10 @@ from typing import IO
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
 
-from .types import EngineError
+from .errors import EngineError
 
 
 class TableError(EngineError):
@@ -587,8 +589,6 @@ def open_table(
 def _open_text(
     open_stream: Callable[[], IO[bytes]], fmt: TableFormat, limits: ReadLimits
 ) -> TableScan:
-    import pyarrow.csv as pa_csv
-
     first = _first_record(open_stream, fmt.encoding, fmt.delimiter, limits)
     if first is None:
         raise TableError("The file is empty.")
@@ -774,7 +774,7 @@ def _check_zip(open_stream: Callable[[], IO[bytes]], limits: ReadLimits) -> None
 
 
 def _open_workbook(open_stream: Callable[[], IO[bytes]], limits: ReadLimits):
-    import openpyxl
+    import openpyxl  # on first use: a third of a second to import, for Excel files only
 
     _check_zip(open_stream, limits)
     try:
@@ -873,8 +873,6 @@ def _batch_of_rows(rows: list[list[str]], header: list[str], checker: _Checker) 
 
 
 def _open_parquet(open_stream: Callable[[], IO[bytes]], limits: ReadLimits) -> TableScan:
-    import pyarrow.parquet as pq
-
     handle = open_stream()
     try:
         parquet = pq.ParquetFile(handle)
