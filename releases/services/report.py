@@ -46,7 +46,7 @@ def _names(names: list[str]) -> str:
 
 
 def _one_of(labels: list[str]) -> str:
-    """"a, b or c"."""
+    """The labels as "a, b or c"."""
     return " or ".join(filter(None, [", ".join(labels[:-1]), *labels[-1:]]))
 
 
