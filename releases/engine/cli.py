@@ -33,7 +33,7 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 import numpy as np
 import pandas as pd
@@ -56,7 +56,7 @@ class CliError(Exception):
 
 class _Parser(argparse.ArgumentParser):
     # One line instead of argparse's usage + message, and no SystemExit from inside run().
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise CliError(message)
 
 
@@ -125,7 +125,7 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
             elif spec.default is not None:
                 help_text = f"{help_text} (default {spec.default})"
             group.add_argument(
-                spec.flag,
+                spec.option(name),
                 dest=spec.key(name),
                 type=_TYPES.get(spec.kind, str),
                 choices=[c for c, _ in spec.choices] or None,
@@ -137,7 +137,7 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
     )
     for spec in POPULATION_PARAMS:
         population.add_argument(
-            spec.flag,
+            spec.option("population"),
             dest=spec.name,
             type=_TYPES[spec.kind],
             metavar=spec.metavar,
@@ -151,13 +151,13 @@ def _privacy_model(args: argparse.Namespace) -> PrivacyModel:
         values = {spec.name: getattr(args, spec.key(name)) for spec in kind.params}
         main = kind.params[0]
         if values[main.name] is None:
-            extra = [s.flag for s in kind.params[1:] if values[s.name] is not None]
+            extra = [s.option(name) for s in kind.params[1:] if values[s.name] is not None]
             if extra:
-                raise CliError(f"{extra[0]} refines {kind.label}: give {main.flag} too")
+                raise CliError(f"{extra[0]} refines {kind.label}: give {main.option(name)} too")
             continue
         criteria.append(kind(**values))
     if not criteria:
-        flags = ", ".join(str(kind.params[0].flag) for kind in REGISTRY.values())
+        flags = ", ".join(kind.params[0].option(name) for name, kind in REGISTRY.items())
         raise CliError(f"choose at least one privacy model: {flags}")
     population = None
     if args.population_size is not None or args.sampling_fraction is not None:

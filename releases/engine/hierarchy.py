@@ -21,6 +21,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from .arrays import IntArray
 from .constants import SUPPRESSED_VALUE
 from .errors import HierarchyError
 
@@ -424,7 +425,7 @@ class Hierarchy:
         return cls.categorical(distinct, attribute=attribute)
 
     # ----------------------------------------------------------------------------- encoding
-    def encode(self, data_values: Sequence[str]) -> tuple[list[np.ndarray], list[list[str]]]:
+    def encode(self, data_values: Sequence[str]) -> tuple[list[IntArray], list[list[str]]]:
         """Integer codes of ``data_values`` (distinct data values) at every level.
 
         Returns ``(codes, labels)``: ``codes[level][j]`` is the code of the generalization of
@@ -438,7 +439,7 @@ class Hierarchy:
             raise HierarchyError(
                 self._named(f"the data value {exc.args[0]!r} is not covered by the hierarchy.")
             ) from None
-        codes: list[np.ndarray] = []
+        codes: list[IntArray] = []
         labels: list[list[str]] = []
         for level in range(self.height):
             lookup: dict[str, int] = {}

@@ -7,8 +7,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
+from ..arrays import IntArray
 from .base import Check, Classes, Criterion, DataContext, ParamSpec
 
 __all__ = ["AverageRisk"]
@@ -45,7 +44,7 @@ class AverageRisk(Criterion):
     def describe(self) -> str:
         return f"average re-identification risk at most {self.risk:g}"
 
-    def fulfilled(self, sizes: np.ndarray, data: DataContext) -> bool:
+    def fulfilled(self, sizes: IntArray, data: DataContext) -> bool:
         n = int(sizes.sum())
         return n == 0 or len(sizes) / n <= self.risk + 1e-12
 

@@ -24,6 +24,7 @@ from typing import Any, ClassVar, Literal
 
 import numpy as np
 
+from ..arrays import BoolArray, FloatArray, IntArray
 from ..errors import EngineError
 from ..hierarchy import Hierarchy
 from ..privacy import SensitiveCounts, TContext
@@ -77,17 +78,22 @@ class ParamSpec:
         """The form field / flat key of this parameter of ``model``."""
         return f"{model}__{self.name}"
 
+    def option(self, model: str) -> str:
+        """The command-line option of this parameter of ``model``: its ``flag``, or else
+        ``--<model>-<name>``."""
+        return self.flag or f"--{model}-{self.name.replace('_', '-')}"
+
     def coerce(self, raw: Any) -> Any:
         """The value as its kind (``None`` when absent); an unreadable value is an error."""
         if raw is None or (isinstance(raw, str) and raw.strip() == ""):
             return self.default
         who = self.symbol or self.label
         if self.kind == "choice":
-            value = str(raw).strip()
-            if value not in {c for c, _ in self.choices}:
+            choice = str(raw).strip()
+            if choice not in {c for c, _ in self.choices}:
                 allowed = ", ".join(c for c, _ in self.choices)
-                raise EngineError(f"Unknown {self.label} {value!r}; use one of {allowed}.")
-            return value
+                raise EngineError(f"Unknown {self.label} {choice!r}; use one of {allowed}.")
+            return choice
         try:
             value = float(raw)
         except (TypeError, ValueError):
@@ -147,10 +153,10 @@ class Classes:
     """The equivalence classes of a candidate release: rows per class and, per sensitive
     attribute, sparse counts of its values per class."""
 
-    sizes: np.ndarray
+    sizes: IntArray
     sensitive: Mapping[str, SensitiveCounts] = field(default_factory=dict)
 
-    def subset(self, keep: np.ndarray) -> Classes:
+    def subset(self, keep: BoolArray) -> Classes:
         return Classes(
             self.sizes[keep], {name: sc.subset(keep) for name, sc in self.sensitive.items()}
         )
@@ -164,7 +170,7 @@ class DataContext:
     def __init__(
         self,
         n: int,
-        sensitive_codes: Mapping[str, np.ndarray] | None = None,
+        sensitive_codes: Mapping[str, IntArray] | None = None,
         sensitive_labels: Mapping[str, Sequence[str]] | None = None,
         sensitive_hierarchies: Mapping[str, Hierarchy] | None = None,
         population_size: int | None = None,
@@ -174,14 +180,14 @@ class DataContext:
         self.labels = {k: list(v) for k, v in (sensitive_labels or {}).items()}
         self.hierarchies = dict(sensitive_hierarchies or {})
         self.population_size = population_size
-        self._q: dict[str, np.ndarray] = {}
+        self._q: dict[str, FloatArray] = {}
         self._t: dict[tuple[str, str], TContext] = {}
 
     @property
     def sensitive(self) -> list[str]:
         return list(self.codes)
 
-    def distribution(self, name: str) -> np.ndarray:
+    def distribution(self, name: str) -> FloatArray:
         """Share of the input rows holding each value (by code) of sensitive ``name``."""
         if name not in self._q:
             codes = self.codes[name]
@@ -287,15 +293,15 @@ class Criterion:
         return False
 
     # --- per-class criteria
-    def class_fails(self, classes: Classes, data: DataContext) -> np.ndarray:
+    def class_fails(self, classes: Classes, data: DataContext) -> BoolArray:
         """True for each class that fails (per-class criteria only)."""
         raise NotImplementedError
 
-    def class_columns(self, classes: Classes, data: DataContext) -> dict[str, np.ndarray]:
+    def class_columns(self, classes: Classes, data: DataContext) -> dict[str, FloatArray]:
         """The per-class measures this model adds to the classes table."""
         return {}
 
-    def class_borderline(self, classes: Classes, data: DataContext) -> np.ndarray:
+    def class_borderline(self, classes: Classes, data: DataContext) -> BoolArray:
         """True for each class that only just passes: exactly at a whole-number threshold
         (k, distinct l, the size a highest risk allows) or within
         :data:`BORDERLINE_SHARE` of a continuous one. What the classes table flags."""
@@ -305,7 +311,7 @@ class Criterion:
         return []
 
     # --- dataset criteria
-    def fulfilled(self, sizes: np.ndarray, data: DataContext) -> bool:
+    def fulfilled(self, sizes: IntArray, data: DataContext) -> bool:
         """Whether released classes of these sizes satisfy the model (dataset criteria)."""
         raise NotImplementedError
 

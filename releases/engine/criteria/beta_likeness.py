@@ -8,6 +8,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arrays import BoolArray, FloatArray
 from ..privacy import SensitiveCounts, cell_shares, class_max, smallest_size
 from .base import (
     BORDERLINE_SHARE,
@@ -75,7 +76,7 @@ class BetaLikeness(Criterion):
     def monotone(self, with_suppression: bool) -> bool:
         return not with_suppression  # ARX: monotone with generalization only
 
-    def _caps(self, q: np.ndarray) -> np.ndarray:
+    def _caps(self, q: FloatArray) -> FloatArray:
         if self.variant == "enhanced":
             with np.errstate(divide="ignore"):
                 return np.minimum(self.beta, -np.log(q))
@@ -89,12 +90,15 @@ class BetaLikeness(Criterion):
             sizes.append(smallest_size(q[present] * (1 + self._caps(q[present])), 1.0))
         return max(sizes, default=1)
 
-    def _cells(self, sc: SensitiveCounts, data: DataContext, name: str):
+    def _cells(
+        self, sc: SensitiveCounts, data: DataContext, name: str
+    ) -> tuple[FloatArray, FloatArray]:
+        """Per cell, the value's relative gain and the gain allowed it."""
         q = data.distribution(name)[sc.value]
         gain = (cell_shares(sc) - q) / q
         return gain, self._caps(data.distribution(name))[sc.value]
 
-    def class_fails(self, classes: Classes, data: DataContext) -> np.ndarray:
+    def class_fails(self, classes: Classes, data: DataContext) -> BoolArray:
         fails = np.zeros(len(classes.sizes), dtype=bool)
         for name, sc in per_attribute(classes, data):
             gain, cap = self._cells(sc, data, name)
@@ -102,7 +106,7 @@ class BetaLikeness(Criterion):
             fails[np.unique(sc.group[bad])] = True
         return fails
 
-    def class_borderline(self, classes: Classes, data: DataContext) -> np.ndarray:
+    def class_borderline(self, classes: Classes, data: DataContext) -> BoolArray:
         out = np.zeros(len(classes.sizes), dtype=bool)
         for name, sc in per_attribute(classes, data):
             gain, cap = self._cells(sc, data, name)
@@ -110,7 +114,7 @@ class BetaLikeness(Criterion):
             out[np.unique(sc.group[near])] = True
         return out
 
-    def class_columns(self, classes: Classes, data: DataContext) -> dict[str, np.ndarray]:
+    def class_columns(self, classes: Classes, data: DataContext) -> dict[str, FloatArray]:
         return {
             f"{n}:beta": class_max(self._cells(sc, data, n)[0], sc, empty=-1.0)
             for n, sc in per_attribute(classes, data)

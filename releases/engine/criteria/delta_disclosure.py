@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arrays import BoolArray, FloatArray
 from ..privacy import SensitiveCounts, cell_shares, class_max, smallest_size
 from .base import (
     BORDERLINE_SHARE,
@@ -70,25 +71,25 @@ class DeltaDisclosure(Criterion):
         sizes = [smallest_size(data.distribution(s), 2.0 ** (-self.delta)) for s in data.sensitive]
         return max(sizes, default=1)
 
-    def _measure(self, sc: SensitiveCounts, data: DataContext, name: str) -> np.ndarray:
+    def _measure(self, sc: SensitiveCounts, data: DataContext, name: str) -> FloatArray:
         q = data.distribution(name)
         with np.errstate(divide="ignore"):
             cells = np.abs(np.log2(cell_shares(sc) / q[sc.value]))
         return class_max(cells, sc)
 
-    def class_fails(self, classes: Classes, data: DataContext) -> np.ndarray:
+    def class_fails(self, classes: Classes, data: DataContext) -> BoolArray:
         fails = np.zeros(len(classes.sizes), dtype=bool)
         for name, sc in per_attribute(classes, data):
             fails |= self._measure(sc, data, name) >= self.delta - EPS
         return fails
 
-    def class_borderline(self, classes: Classes, data: DataContext) -> np.ndarray:
+    def class_borderline(self, classes: Classes, data: DataContext) -> BoolArray:
         out = np.zeros(len(classes.sizes), dtype=bool)
         for name, sc in per_attribute(classes, data):
             out |= self._measure(sc, data, name) >= BORDERLINE_SHARE * self.delta
         return out
 
-    def class_columns(self, classes: Classes, data: DataContext) -> dict[str, np.ndarray]:
+    def class_columns(self, classes: Classes, data: DataContext) -> dict[str, FloatArray]:
         return {f"{n}:delta": self._measure(sc, data, n) for n, sc in per_attribute(classes, data)}
 
     def column_labels(self, sensitive: Sequence[str]) -> list[tuple[str, str]]:

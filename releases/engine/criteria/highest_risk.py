@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arrays import BoolArray
 from .base import Check, Classes, Criterion, DataContext, ParamSpec
 
 __all__ = ["HighestRisk", "size_threshold"]
@@ -61,11 +62,11 @@ class HighestRisk(Criterion):
     def min_class_size(self, data: DataContext) -> int:
         return self.size
 
-    def class_fails(self, classes: Classes, data: DataContext) -> np.ndarray:
+    def class_fails(self, classes: Classes, data: DataContext) -> BoolArray:
         return classes.sizes < self.size
 
-    def class_borderline(self, classes: Classes, data: DataContext) -> np.ndarray:
-        return classes.sizes == self.size
+    def class_borderline(self, classes: Classes, data: DataContext) -> BoolArray:
+        return np.equal(classes.sizes, self.size)
 
     def achieved(self, classes: Classes, data: DataContext) -> dict[str, Any]:
         smallest = int(classes.sizes.min()) if len(classes.sizes) else 0

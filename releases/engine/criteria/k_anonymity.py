@@ -7,6 +7,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arrays import BoolArray
 from .base import Check, Classes, Criterion, DataContext, ParamSpec
 
 __all__ = ["KAnonymity"]
@@ -36,11 +37,11 @@ class KAnonymity(Criterion):
     def min_class_size(self, data: DataContext) -> int:
         return int(self.k)
 
-    def class_fails(self, classes: Classes, data: DataContext) -> np.ndarray:
+    def class_fails(self, classes: Classes, data: DataContext) -> BoolArray:
         return classes.sizes < self.k
 
-    def class_borderline(self, classes: Classes, data: DataContext) -> np.ndarray:
-        return classes.sizes == self.k
+    def class_borderline(self, classes: Classes, data: DataContext) -> BoolArray:
+        return np.equal(classes.sizes, self.k)
 
     def achieved(self, classes: Classes, data: DataContext) -> dict[str, Any]:
         return {"k": int(classes.sizes.min()) if len(classes.sizes) else 0}

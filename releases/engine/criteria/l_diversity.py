@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from ..arrays import BoolArray, FloatArray
 from ..errors import EngineError
 from ..privacy import SensitiveCounts, distinct_l, entropy_l, recursive_cl, recursive_l_value
 from .base import (
@@ -108,14 +109,14 @@ class LDiversity(Criterion):
     def min_class_size(self, data: DataContext) -> int:
         return int(math.ceil(self.l - EPS))
 
-    def _values(self, sc: SensitiveCounts) -> np.ndarray:
+    def _values(self, sc: SensitiveCounts) -> FloatArray:
         if self.variant == "entropy":
             return entropy_l(sc)
         if self.variant == "recursive":
             return recursive_l_value(sc, float(self.c or 0))
         return distinct_l(sc)
 
-    def class_fails(self, classes: Classes, data: DataContext) -> np.ndarray:
+    def class_fails(self, classes: Classes, data: DataContext) -> BoolArray:
         fails = np.zeros(len(classes.sizes), dtype=bool)
         for _, sc in per_attribute(classes, data):
             if self.variant == "distinct":
@@ -126,7 +127,7 @@ class LDiversity(Criterion):
                 fails |= ~recursive_cl(sc, float(self.c or 0), int(self.l))
         return fails
 
-    def class_borderline(self, classes: Classes, data: DataContext) -> np.ndarray:
+    def class_borderline(self, classes: Classes, data: DataContext) -> BoolArray:
         out = np.zeros(len(classes.sizes), dtype=bool)
         for _, sc in per_attribute(classes, data):
             values = self._values(sc)
@@ -136,7 +137,7 @@ class LDiversity(Criterion):
                 out |= np.abs(values - self.l) < EPS
         return out
 
-    def class_columns(self, classes: Classes, data: DataContext) -> dict[str, np.ndarray]:
+    def class_columns(self, classes: Classes, data: DataContext) -> dict[str, FloatArray]:
         if self.variant != "recursive":
             return {}  # distinct and entropy l are in every classes table
         return {f"{n}:recursive_l": self._values(sc) for n, sc in per_attribute(classes, data)}

@@ -17,10 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
 
+from ..arrays import BoolArray, FloatArray, IntArray
 from ..errors import EngineError
 from ..privacy import distinct_l, entropy_l, t_distance
 from ..risk import PopulationModel
@@ -66,7 +68,7 @@ class Evaluation:
     """A candidate release judged: the classes to suppress, the rows they hold, and whether
     that is within the suppression limit."""
 
-    fails: np.ndarray
+    fails: BoolArray
     suppressed: int
     valid: bool
 
@@ -76,7 +78,11 @@ def _half(total: int) -> int:
 
 
 def _suppression_prefix(
-    fulfilled, start: int, m: int, suppressed_at, limit: int | None
+    fulfilled: Callable[[int], bool],
+    start: int,
+    m: int,
+    suppressed_at: Callable[[int], int],
+    limit: int | None,
 ) -> tuple[int, bool]:
     """ARX's ``suppressWhileNotFulfilledBinary`` over the ordered suppressible classes: the
     number of them (from ``start``) to suppress, and whether the search gave up because the
@@ -107,6 +113,14 @@ def _suppression_prefix(
     if not ok and mid + 1 < m:
         return mid + 2, False
     return mid + 1, False
+
+
+def _holds_without_smallest(
+    criterion: Criterion, ordered: IntArray, data: DataContext, prefix: int
+) -> bool:
+    """Whether dataset ``criterion`` holds once the ``prefix`` smallest of the classes (their
+    sizes ``ordered``, ascending) are suppressed."""
+    return criterion.fulfilled(ordered[prefix:], data)
 
 
 @dataclass(frozen=True, init=False)
@@ -324,7 +338,7 @@ class PrivacyModel:
     def min_class_size(self, data: DataContext) -> int:
         return max((c.min_class_size(data) for c in self.class_criteria), default=1)
 
-    def class_fails(self, classes: Classes, data: DataContext) -> np.ndarray:
+    def class_fails(self, classes: Classes, data: DataContext) -> BoolArray:
         """True for each class failing some per-class criterion."""
         fails = np.zeros(len(classes.sizes), dtype=bool)
         for criterion in self.class_criteria:
@@ -336,8 +350,8 @@ class PrivacyModel:
         classes: Classes,
         data: DataContext,
         limit_rows: int | None = None,
-        tie_order: Callable[[np.ndarray, int], np.ndarray] | None = None,
-        excluded: np.ndarray | None = None,
+        tie_order: Callable[[IntArray, int], IntArray] | None = None,
+        excluded: BoolArray | None = None,
     ) -> Evaluation:
         """Which classes to suppress (see the module docstring). ``limit_rows``: the
         suppression limit in rows (None: no limit, and no early stop); ``tie_order(index, count)``: the
@@ -357,12 +371,16 @@ class PrivacyModel:
             cumulative = np.concatenate([[0], np.cumsum(ordered)])
             prefix = 0
             aborted = False
+
+            def suppressed_at(p: int) -> int:
+                return already + int(cumulative[p])
+
             for criterion in dataset:
                 prefix, aborted = _suppression_prefix(
-                    lambda p, c=criterion: c.fulfilled(ordered[p:], data),
+                    partial(_holds_without_smallest, criterion, ordered, data),
                     prefix,
                     len(index),
-                    lambda p: already + int(cumulative[p]),
+                    suppressed_at,
                     limit_rows,
                 )
                 if aborted:
@@ -384,7 +402,7 @@ class PrivacyModel:
         suppressed = int(sizes[fails].sum())
         return Evaluation(fails, suppressed, limit_rows is None or suppressed <= limit_rows)
 
-    def failing_models(self, classes: Classes, data: DataContext) -> np.ndarray:
+    def failing_models(self, classes: Classes, data: DataContext) -> FloatArray:
         """Per class, the comma-separated names of the per-class models it fails ("" if none)."""
         out = np.full(len(classes.sizes), "", dtype=object)
         for criterion in self.class_criteria:
@@ -392,7 +410,7 @@ class PrivacyModel:
             out[bad] = np.where(out[bad] == "", criterion.name, out[bad] + "," + criterion.name)
         return out
 
-    def borderline_models(self, classes: Classes, data: DataContext) -> np.ndarray:
+    def borderline_models(self, classes: Classes, data: DataContext) -> FloatArray:
         """Per class, the comma-separated names of the per-class models it only just passes
         (see :meth:`Criterion.class_borderline`; "" if none)."""
         out = np.full(len(classes.sizes), "", dtype=object)
@@ -401,11 +419,13 @@ class PrivacyModel:
             out[near] = np.where(out[near] == "", criterion.name, out[near] + "," + criterion.name)
         return out
 
-    def class_columns(self, classes: Classes, data: DataContext) -> dict[str, np.ndarray]:
+    def class_columns(
+        self, classes: Classes, data: DataContext
+    ) -> dict[str, FloatArray | IntArray]:
         """The classes table's measures: ``size``, then per sensitive attribute S distinct l
         (``S:distinct_l``), entropy l (``S:entropy_l``) and t (``S:t``, equal distance unless
         the model's t-closeness uses another), then the criteria's own columns."""
-        out: dict[str, np.ndarray] = {"size": classes.sizes}
+        out: dict[str, FloatArray | IntArray] = {"size": classes.sizes}
         for name, sc in per_attribute(classes, data):
             out[f"{name}:distinct_l"] = distinct_l(sc)
             out[f"{name}:entropy_l"] = entropy_l(sc)

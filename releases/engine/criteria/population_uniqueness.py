@@ -6,8 +6,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-import numpy as np
-
+from ..arrays import IntArray
 from ..risk import population_uniques
 from .base import Check, Classes, Criterion, DataContext, ParamSpec
 
@@ -69,10 +68,10 @@ class PopulationUniqueness(Criterion):
     def monotone(self, with_suppression: bool) -> bool:
         return not with_suppression and self.estimator == "zayatz"
 
-    def _estimate(self, sizes: np.ndarray, data: DataContext) -> float:
+    def _estimate(self, sizes: IntArray, data: DataContext) -> float:
         return population_uniques(sizes, int(data.population_size or 0), self.estimator)
 
-    def fulfilled(self, sizes: np.ndarray, data: DataContext) -> bool:
+    def fulfilled(self, sizes: IntArray, data: DataContext) -> bool:
         if int(sizes.sum()) == 0:
             return True
         value = self._estimate(sizes, data)

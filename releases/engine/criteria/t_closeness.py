@@ -4,11 +4,12 @@ ground distance)."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 
+from ..arrays import BoolArray, FloatArray
 from ..privacy import min_class_size_for_t, t_distance
 from .base import (
     BORDERLINE_SHARE,
@@ -77,23 +78,23 @@ class TCloseness(Criterion):
         ]
         return max(sizes, default=1)
 
-    def _distances(self, classes: Classes, data: DataContext):
+    def _distances(self, classes: Classes, data: DataContext) -> Iterator[tuple[str, FloatArray]]:
         for name, sc in per_attribute(classes, data):
             yield name, t_distance(sc, data.t_context(name, self.distance))
 
-    def class_fails(self, classes: Classes, data: DataContext) -> np.ndarray:
+    def class_fails(self, classes: Classes, data: DataContext) -> BoolArray:
         fails = np.zeros(len(classes.sizes), dtype=bool)
         for _, d in self._distances(classes, data):
             fails |= d > self.t + EPS
         return fails
 
-    def class_borderline(self, classes: Classes, data: DataContext) -> np.ndarray:
+    def class_borderline(self, classes: Classes, data: DataContext) -> BoolArray:
         out = np.zeros(len(classes.sizes), dtype=bool)
         for _, d in self._distances(classes, data):
             out |= d >= BORDERLINE_SHARE * self.t
         return out
 
-    def class_columns(self, classes: Classes, data: DataContext) -> dict[str, np.ndarray]:
+    def class_columns(self, classes: Classes, data: DataContext) -> dict[str, FloatArray]:
         return {f"{name}:t": d for name, d in self._distances(classes, data)}
 
     def column_labels(self, sensitive: Sequence[str]) -> list[tuple[str, str]]:
