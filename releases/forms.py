@@ -108,6 +108,19 @@ class ModelForm(forms.Form):
             for name, kind in REGISTRY.items()
         ]
 
+    def protection(self) -> dict[str, str]:
+        """The models that protect against finding a person and those that also protect the
+        sensitive columns (they need one), named for the form's introduction."""
+
+        def listed(labels: list[str]) -> str:
+            return " and ".join(filter(None, [", ".join(labels[:-1]), *labels[-1:]]))
+
+        kinds = list(REGISTRY.values())
+        return {
+            "identity": listed([k.label for k in kinds if not k.needs_sensitive]),
+            "sensitive": listed([k.label for k in kinds if k.needs_sensitive]),
+        }
+
     def population_fields(self):
         return [self[spec.name] for spec in POPULATION_PARAMS]
 
