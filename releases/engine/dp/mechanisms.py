@@ -27,6 +27,7 @@ from .queries import (
     Grouping,
     Histogram,
     Mean,
+    ObjectArray,
     Quantiles,
     Query,
     Sum,
@@ -37,6 +38,9 @@ from .queries import (
 )
 
 dp.enable_features("contrib", "honest-but-curious")
+
+#: The input space of every measurement: a DataFrame of given columns, one row per person.
+Space = tuple[dp.Domain, dp.Metric]
 
 #: The confidence of every reported error.
 CONFIDENCE = 0.95
@@ -78,10 +82,10 @@ class QueryPlan:
     error: float | None
     error_kind: str
     error_note: str
-    query: dict
-    detail: dict = field(default_factory=dict)
+    query: dict[str, Any]
+    detail: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
@@ -90,10 +94,10 @@ class _Built:
     plan: QueryPlan
     measurement: dp.Measurement
     #: raw OpenDP output -> (value, error, detail)
-    finish: Callable[[Any], tuple[Any, float | None, dict]]
+    finish: Callable[[Any], tuple[Any, float | None, dict[str, Any]]]
 
 
-def _frame_space(columns: Sequence[str]) -> tuple[dp.Domain, dp.Metric]:
+def _frame_space(columns: Sequence[str]) -> Space:
     names = [str(c) for c in columns]
 
     def member(frame: Any) -> bool:
@@ -103,7 +107,9 @@ def _frame_space(columns: Sequence[str]) -> tuple[dp.Domain, dp.Metric]:
     return dp.user_domain(f"AnonymizerFrame{json.dumps(names)}", member=member), METRIC
 
 
-def _rowwise(space, output_domain: dp.Domain, function: Callable[[pd.DataFrame], list]):
+def _rowwise(
+    space: Space, output_domain: dp.Domain, function: Callable[[pd.DataFrame], list[Any]]
+) -> dp.Transformation:
     """A transformation mapping each row of the frame to at most one value, on its own.
 
     Stability: adding or removing one row adds or removes at most one value, so a distance of
@@ -129,7 +135,9 @@ def numbers_of(frame: pd.DataFrame, column: str) -> list[float]:
     return numbers[np.isfinite(numbers)].tolist()
 
 
-def _calibrate(make: Callable[[float], dp.Measurement], epsilon: float):
+def _calibrate(
+    make: Callable[[float], dp.Measurement], epsilon: float
+) -> tuple[dp.Measurement, float, float]:
     """The measurement with the smallest noise scale whose privacy loss fits ``epsilon``.
 
     Every mechanism here has a privacy loss of sensitivity / scale, so OpenDP's map at scale 1
@@ -165,11 +173,11 @@ def _plan(query: Query, index: int, **values: Any) -> QueryPlan:
     )
 
 
-def _build_count(query: Count, space, index: int, rows: int | None) -> _Built:
+def _build_count(query: Count, space: Space, index: int, rows: int | None) -> _Built:
     rows_t = _rowwise(space, dp.vector_domain(dp.atom_domain(T=bool)), lambda f: [True] * len(f))
     count = rows_t >> dp.t.then_count(TO="i64")
 
-    def make(scale: float):
+    def make(scale: float) -> dp.Measurement:
         return count >> dp.m.then_laplace(scale=scale)
 
     measurement, scale, loss = _calibrate(make, query.epsilon)
@@ -188,7 +196,7 @@ def _build_count(query: Count, space, index: int, rows: int | None) -> _Built:
     return _Built(plan, measurement, lambda raw: (int(raw), error, {}))
 
 
-def joint_keys(groupings: Sequence[Grouping], frame: pd.DataFrame) -> np.ndarray:
+def joint_keys(groupings: Sequence[Grouping], frame: pd.DataFrame) -> ObjectArray:
     """Each row's cell key (its groupings' labels joined), or :data:`OUTSIDE` when a grouping
     has no cell for it."""
     labels = [g.label_cells(text_of(frame, g.column)) for g in groupings]
@@ -221,7 +229,7 @@ def _threshold_for(make: Callable[[int], dp.Measurement], delta: float) -> int:
     return high
 
 
-def _build_private_keys(query: Histogram, space, index: int, rows: int | None) -> _Built:
+def _build_private_keys(query: Histogram, space: Space, index: int, rows: int | None) -> _Built:
     """A histogram whose labels are found in the data: OpenDP's private key release.
 
     Every row maps to its cell (a stability-1 row map), the cells present are counted
@@ -238,10 +246,10 @@ def _build_private_keys(query: Histogram, space, index: int, rows: int | None) -
     labelled = _rowwise(space, dp.vector_domain(dp.atom_domain(T=str)), cell_keys)
     counts = labelled >> dp.t.then_count_by(TV="i64")
 
-    def make(scale: float, threshold: int = 2**40):
+    def make(scale: float, threshold: int = 2**40) -> dp.Measurement:
         return counts >> dp.m.then_laplace_threshold(scale=scale, threshold=threshold)
 
-    def epsilon_of(measurement) -> float:
+    def epsilon_of(measurement: dp.Measurement) -> float:
         return float(measurement.map(D_IN)[0])
 
     target = query.epsilon * (1 - _SLACK)
@@ -268,14 +276,14 @@ def _build_private_keys(query: Histogram, space, index: int, rows: int | None) -
         detail={"threshold": threshold, "privacy_loss_delta": loss_delta, "label_source": DATA},
     )
 
-    def finish(raw: Mapping[str, int]) -> tuple[Any, float, dict]:
+    def finish(raw: Mapping[str, int]) -> tuple[Any, float, dict[str, Any]]:
         value = [{"cell": key.split(SEPARATOR), "count": int(n)} for key, n in sorted(raw.items())]
         return value, error, {"published_cells": len(value)}
 
     return _Built(plan, measurement, finish)
 
 
-def _build_histogram(query: Histogram, space, index: int, rows: int | None) -> _Built:
+def _build_histogram(query: Histogram, space: Space, index: int, rows: int | None) -> _Built:
     if query.from_data:
         return _build_private_keys(query, space, index, rows)
     cells = query.cells()
@@ -291,7 +299,7 @@ def _build_histogram(query: Histogram, space, index: int, rows: int | None) -> _
         categories=keys, null_category=True, TOA="i64"
     )
 
-    def make(scale: float):
+    def make(scale: float) -> dp.Measurement:
         return counts >> dp.m.then_laplace(scale=scale)
 
     measurement, scale, loss = _calibrate(make, query.epsilon)
@@ -309,7 +317,7 @@ def _build_histogram(query: Histogram, space, index: int, rows: int | None) -> _
         detail={"cells": len(cells) + 1},
     )
 
-    def finish(raw: list[int]) -> tuple[Any, float, dict]:
+    def finish(raw: list[int]) -> tuple[Any, float, dict[str, Any]]:
         value = [{"cell": list(cell), "count": int(n)} for cell, n in zip(cells, raw, strict=False)]
         value.append({"cell": [OTHER_LABEL], "count": int(raw[-1]), "other": True})
         return value, error, {}
@@ -317,7 +325,7 @@ def _build_histogram(query: Histogram, space, index: int, rows: int | None) -> _
     return _Built(plan, measurement, finish)
 
 
-def _numeric(space, query: _Bounded):
+def _numeric(space: Space, query: _Bounded) -> dp.Transformation:
     column = query.column
     values = _rowwise(
         space, dp.vector_domain(dp.atom_domain(T=float, nan=False)), lambda f: numbers_of(f, column)
@@ -325,16 +333,16 @@ def _numeric(space, query: _Bounded):
     return values >> dp.t.then_clamp(bounds=(query.lower, query.upper))
 
 
-def _sum_chain(space, query: _Bounded):
+def _sum_chain(space: Space, query: _Bounded) -> dp.Transformation:
     return _numeric(space, query) >> dp.t.make_bounded_float_checked_sum(
         size_limit=SUM_SIZE_LIMIT, bounds=(query.lower, query.upper)
     )
 
 
-def _build_sum(query: Sum, space, index: int, rows: int | None) -> _Built:
+def _build_sum(query: Sum, space: Space, index: int, rows: int | None) -> _Built:
     total = _sum_chain(space, query)
 
-    def make(scale: float):
+    def make(scale: float) -> dp.Measurement:
         return total >> dp.m.then_laplace(scale=scale)
 
     measurement, scale, loss = _calibrate(make, query.epsilon)
@@ -365,7 +373,7 @@ def _mean_error(sum_scale: float, count_scale: float, bound: float, count: float
     return (a_sum + bound * a_count) / max(count, 1.0)
 
 
-def _build_mean(query: Mean, space, index: int, rows: int | None) -> _Built:
+def _build_mean(query: Mean, space: Space, index: int, rows: int | None) -> _Built:
     half = query.epsilon / 2
     total = _sum_chain(space, query)
     count = _numeric(space, query) >> dp.t.then_count(TO="i64")
@@ -397,7 +405,7 @@ def _build_mean(query: Mean, space, index: int, rows: int | None) -> _Built:
         },
     )
 
-    def finish(raw: list) -> tuple[Any, float | None, dict]:
+    def finish(raw: list[Any]) -> tuple[Any, float | None, dict[str, Any]]:
         noisy_sum, noisy_count = float(raw[0]), int(raw[1])
         detail = {"noisy_sum": noisy_sum, "noisy_count": noisy_count}
         if noisy_count < 1:
@@ -409,7 +417,7 @@ def _build_mean(query: Mean, space, index: int, rows: int | None) -> _Built:
     return _Built(plan, measurement, finish)
 
 
-def _build_quantiles(query: Quantiles, space, index: int, rows: int | None) -> _Built:
+def _build_quantiles(query: Quantiles, space: Space, index: int, rows: int | None) -> _Built:
     share = query.epsilon / len(query.alphas)
     candidates = query.candidates()
     values = _numeric(space, query)
@@ -417,7 +425,7 @@ def _build_quantiles(query: Quantiles, space, index: int, rows: int | None) -> _
     measurements = []
     for alpha in query.alphas:
 
-        def make(scale: float, alpha: float = alpha):
+        def make(scale: float, alpha: float = alpha) -> dp.Measurement:
             return values >> dp.m.then_private_quantile(
                 dp.max_divergence(), candidates=candidates, alpha=alpha, scale=scale
             )
@@ -453,7 +461,7 @@ def _build_quantiles(query: Quantiles, space, index: int, rows: int | None) -> _
         detail={"quantiles": parts, "step": (query.upper - query.lower) / query.steps},
     )
 
-    def finish(raw: list) -> tuple[Any, float, dict]:
+    def finish(raw: list[Any]) -> tuple[Any, float, dict[str, Any]]:
         value = [
             {
                 "alpha": p["alpha"],

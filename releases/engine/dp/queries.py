@@ -20,6 +20,9 @@ import pandas as pd
 
 from ..types import EngineError
 
+#: An array of labels (Python strings), one per row.
+ObjectArray = np.ndarray[tuple[int], np.dtype[np.object_]]
+
 #: The label of a histogram's cell for everything outside the declared cells.
 OTHER_LABEL = "(other or missing)"
 
@@ -99,7 +102,8 @@ class Grouping:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "column", str(self.column))
-        if isinstance(self.categories, str) or isinstance(self.edges, str):
+        given: tuple[object, object] = (self.categories, self.edges)  # as passed, unchecked
+        if any(isinstance(g, str) for g in given):
             raise EngineError("Categories and edges are lists, not one text.")
         object.__setattr__(self, "categories", tuple(str(c).strip() for c in self.categories))
         object.__setattr__(
@@ -187,7 +191,7 @@ class Grouping:
             for i, (a, b) in enumerate(zip(self.edges, self.edges[1:], strict=False))
         ]
 
-    def label_cells(self, cells: pd.Series) -> np.ndarray:
+    def label_cells(self, cells: pd.Series) -> ObjectArray:
         """Each row's label, or :data:`OUTSIDE` when no declared cell holds it. Labels from
         the data are the stripped values themselves (empty, or holding a control character
         this module uses to join labels: outside)."""
@@ -217,7 +221,7 @@ class Grouping:
             return f"from level {self.level} of the column's hierarchy"
         return f"from {LABEL_SOURCES[self.source]}"
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"column": self.column}
         if self.categories:
             out["categories"] = list(self.categories)
@@ -276,7 +280,7 @@ class Query:
                 if name not in columns:
                     raise EngineError(f"The dataset has no column {name!r}.")
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind}
         for f in fields(self):
             value = getattr(self, f.name)
@@ -425,7 +429,8 @@ class Quantiles(_Bounded):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        alphas = (self.alphas,) if isinstance(self.alphas, int | float) else self.alphas
+        given: object = self.alphas  # as passed: one number, or several
+        alphas = (given,) if isinstance(given, int | float) else self.alphas
         object.__setattr__(self, "alphas", tuple(_finite_number(a, "A quantile") for a in alphas))
         if isinstance(self.steps, bool) or not isinstance(self.steps, int | float):
             raise EngineError(f"The number of steps must be a whole number, not {self.steps!r}.")

@@ -44,9 +44,9 @@ class QueryResult:
     plan: QueryPlan
     value: Any
     error: float | None
-    detail: dict = field(default_factory=dict)
+    detail: dict[str, Any] = field(default_factory=dict)
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             **self.plan.to_dict(),
             "value": self.value,
@@ -60,7 +60,7 @@ class QueryResult:
         plan = QueryPlan(**{k: v for k, v in data.items() if k in plan_fields})
         return cls(plan, data["value"], data["error"], dict(data.get("result_detail") or {}))
 
-    def table_rows(self) -> list[dict]:
+    def table_rows(self) -> list[dict[str, Any]]:
         """One row per published number: statistic, group, value, error (for CSV)."""
         p = self.plan
         base = {
@@ -102,7 +102,7 @@ class ReleaseResult:
     composition: str = "basic sequential composition (OpenDP make_composition)"
     opendp_version: str = field(default_factory=lambda: version("opendp"))
 
-    def to_dict(self) -> dict:
+    def to_dict(self) -> dict[str, Any]:
         return {
             "results": [r.to_dict() for r in self.results],
             "epsilon": self.epsilon,
@@ -130,7 +130,7 @@ class ReleaseResult:
     def sha256(self) -> str:
         return hashlib.sha256(self.canonical_json()).hexdigest()
 
-    def table_rows(self) -> list[dict]:
+    def table_rows(self) -> list[dict[str, Any]]:
         return [row for r in self.results for row in r.table_rows()]
 
 
@@ -157,7 +157,7 @@ class CompiledRelease:
     privacy_loss_delta: float
     epsilon: Decimal
     delta: Decimal
-    _finishers: tuple[Callable[[Any], tuple[Any, float | None, dict]], ...]
+    _finishers: tuple[Callable[[Any], tuple[Any, float | None, dict[str, Any]]], ...]
 
     def run(self, frame: pd.DataFrame) -> ReleaseResult:
         if [str(c) for c in frame.columns] != list(self.columns):
