@@ -513,3 +513,34 @@ def test_sum_noise_has_the_laplace_scale_opendp_promises():
     assert gap <= dkw_tolerance(n, DKW_BUDGET), gap
     # The accuracy OpenDP promises at 95 % is the Laplace quantile b ln(1 / 0.05).
     assert plan.error == pytest.approx(b * math.log(20), rel=1e-9)
+
+
+def test_the_request_form_is_generated_from_the_registry_of_query_kinds():
+    """Every registered kind is offered; a row posted with a kind keeps exactly the parts of
+    the form its registry entry names."""
+    from releases.forms import StatisticsQueryForm
+
+    assert [k for k, _ in StatisticsQueryForm.KINDS[1:]] == list(D.QUERY_TYPES)
+    values = {
+        "epsilon": "0.5",
+        "delta": "0.000001",
+        "column": "age",
+        "source": "data",
+        "lower": "0",
+        "upper": "100",
+        "alphas": "0.5, 0.9",
+    }
+    expected = {
+        "groupings": {"by"},
+        "delta": {"delta"},
+        "column": {"column"},
+        "bounds": {"lower", "upper"},
+        "alphas": {"alphas"},
+    }
+    for kind, cls in D.QUERY_TYPES.items():
+        form = StatisticsQueryForm({"kind": kind, **values}, columns=["age"])
+        assert form.is_valid(), (kind, form.errors)
+        keys = set(form.item()) - {"kind", "epsilon"}
+        assert keys == set().union(*(expected[p] for p in cls.form_parts)), kind
+        D.query_from_dict(form.item()).validate(["age"])
+    assert StatisticsQueryForm().used_by["bounds"] == "sum, mean, quantiles"

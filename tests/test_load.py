@@ -1,6 +1,6 @@
 """A short load run on the production shape (gunicorn, PostgreSQL, Redis, a Celery worker) on
 loopback: every endpoint answers every simulated person without an error. The timing figures
-belong to ``bench/load.py`` (README), not to this test."""
+belong to ``bench/load.py`` (docs/operations.md), not to this test."""
 
 from __future__ import annotations
 
