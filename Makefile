@@ -34,7 +34,7 @@ SERIAL := chaos or load
 # The whole suite: in parallel where safe, then the serial tests, then the engine's tests on a
 # second Python.
 test: install-test
-	@scripts/ensure-system-packages.sh redis-server chromium
+	@scripts/ensure-system-packages.sh redis-server chromium postgresql
 	@$(MAKE) --no-print-directory test-parallel
 	@$(MAKE) --no-print-directory test-serial
 	@$(MAKE) --no-print-directory test-second-python
