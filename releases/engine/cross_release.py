@@ -1,0 +1,317 @@
+"""Releases judged together: the joint partition of a new extract with an earlier extract of
+the same rows (Sweeney's complementary-release and temporal attacks).
+
+**The assumption**: rows can be linked across the two extracts (the same person is the same
+source row in both, and a recipient of both can tell which rows belong together, through
+columns released unchanged in both, quasi-identifiers both release, or the sensitive values
+themselves). Under it, a row's *joint class* is its class in the new extract paired with its
+class in the earlier one; rows the earlier extract left out (suppressed, or not in its input)
+are paired with "not in it", so those of one new class form one joint class. Rows the new
+extract suppresses are not in it and in no joint class.
+
+Each extract is described by its *membership*: per source row of the input, the number of its
+equivalence class in the extract, or :data:`NOT_IN` (-1). :func:`release_membership`
+re-applies a release to its input; :func:`extract_membership` reads it off a released table;
+:func:`cross_release_check` builds the joint partition with integer group-bys and measures it
+(the smallest joint class, the rows in joint classes smaller than k, and with sensitive
+attributes the l-diversity and t-closeness of the joint classes, by the privacy models' own
+code); :func:`linking_evidence` lists what makes linking possible.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pandas as pd
+
+from .api import anonymize, encode, judge_levels
+from .arrays import IntArray
+from .criteria import Classes, DataContext, LDiversity, TCloseness
+from .errors import EngineError
+from .hierarchy import Hierarchy
+from .privacy import SensitiveCounts
+from .types import AnonymizationConfig
+
+__all__ = [
+    "ASSUMPTION",
+    "NOT_IN",
+    "CrossReleaseCheck",
+    "LinkingEvidence",
+    "ReleasedColumns",
+    "cross_release_check",
+    "extract_membership",
+    "joint_partition",
+    "linking_evidence",
+    "release_membership",
+    "sensitive_context",
+]
+
+#: The membership of a source row that is not in an extract.
+NOT_IN = -1
+
+#: The assumption every cross-release figure rests on, in words for the person who reads it.
+ASSUMPTION = (
+    "Rows can be linked across the two extracts: whoever holds both can tell which released "
+    "rows are the same person (through columns both release unchanged, quasi-identifiers both "
+    "release, or the sensitive values). Each person is then known by the pair of their "
+    "classes, their joint class; rows one extract left out form a joint class with the other "
+    "rows of their class that it left out."
+)
+
+
+# --------------------------------------------------------------------------- memberships
+
+
+def _dense(classes: IntArray) -> IntArray:
+    """Class numbers renumbered 0.. in order of appearance, -1 kept."""
+    out = np.full(len(classes), NOT_IN, dtype=np.int64)
+    inside = classes >= 0
+    codes, _ = pd.factorize(classes[inside], sort=False)
+    out[inside] = codes
+    return out
+
+
+def extract_membership(
+    extract: pd.DataFrame, source_rows: Sequence[int] | IntArray, rows: int, columns: Sequence[str]
+) -> IntArray:
+    """Each input row's class in a released table: rows of ``extract`` are grouped by their
+    released ``columns`` (the quasi-identifiers); ``source_rows[i]`` is the input row of the
+    extract's row ``i`` (in any order); the other input rows are :data:`NOT_IN`."""
+    source = np.asarray(source_rows, dtype=np.int64)
+    if len(source) != len(extract):
+        raise EngineError("The extract and its source rows differ in length.")
+    out = np.full(rows, NOT_IN, dtype=np.int64)
+    if len(extract) == 0:
+        return out
+    if columns:
+        group = extract.groupby(list(columns), sort=False, observed=True, dropna=False).ngroup()
+        out[source] = group.to_numpy(dtype=np.int64)
+    else:
+        out[source] = 0
+    return out
+
+
+def release_membership(data: pd.DataFrame, config: AnonymizationConfig) -> IntArray:
+    """Each input row's class in the release ``config`` makes of ``data`` (:data:`NOT_IN` for
+    a suppressed row). With every level given (a full-domain release re-applied), the levels
+    are applied without searching; Mondrian is run again (it is deterministic)."""
+    qis = list(config.quasi_identifiers)
+    levels = config.levels or {}
+    if config.algorithm == "optimal" and all(q in levels for q in qis):
+        enc, context = encode(data, config)
+        _, base_to_class, judged = judge_levels(
+            enc, config.model, context, tuple(int(levels[q]) for q in qis)
+        )
+        row_class = base_to_class[enc.row_class]
+        return _dense(np.where(judged.fails[row_class], NOT_IN, row_class))
+    result = anonymize(data, config)
+    if result.source_rows is None:
+        raise EngineError("The release does not say which input rows it holds.")
+    return extract_membership(result.data, result.source_rows, len(data), qis)
+
+
+def sensitive_context(
+    data: pd.DataFrame,
+    sensitive: Sequence[str],
+    hierarchies: Mapping[str, Hierarchy] | None = None,
+) -> DataContext:
+    """What the privacy models know of the sensitive attributes of ``data`` (each input row's
+    value code), to measure the joint classes with them."""
+    codes: dict[str, IntArray] = {}
+    labels: dict[str, list[str]] = {}
+    for name in sensitive:
+        column = data[name]
+        if not isinstance(column.dtype, pd.CategoricalDtype):
+            column = column.where(column.notna(), "")
+        values, uniques = pd.factorize(column, sort=False, use_na_sentinel=False)
+        codes[name] = values.astype(np.int64)
+        labels[name] = [str(u) for u in uniques]
+    return DataContext(len(data), codes, labels, dict(hierarchies or {}))
+
+
+# --------------------------------------------------------------------------- the joint partition
+
+
+def joint_partition(new: IntArray, earlier: IntArray) -> tuple[IntArray, IntArray, IntArray]:
+    """The joint classes of the rows in the new extract.
+
+    Returns ``(rows, joint, sizes)``: the input rows in the new extract, each one's joint class
+    (numbered 0..), and the size of every joint class."""
+    new = np.asarray(new, dtype=np.int64)
+    earlier = np.asarray(earlier, dtype=np.int64)
+    if new.shape != earlier.shape:
+        raise EngineError(
+            f"The two extracts describe {len(new):,} and {len(earlier):,} input rows: they "
+            "are not of the same rows."
+        )
+    rows = np.flatnonzero(new >= 0)
+    if len(rows) == 0:
+        empty = np.zeros(0, dtype=np.int64)
+        return rows.astype(np.int64), empty, empty
+    mine = new[rows]
+    theirs = earlier[rows]
+    # "Not in it" is one more class of the earlier extract.
+    absent = int(theirs.max()) + 1 if len(theirs) else 0
+    theirs = np.where(theirs < 0, absent, theirs)
+    key = mine * (absent + 1) + theirs  # < 2**63 for any extract that fits in memory
+    joint, _ = pd.factorize(key, sort=False)
+    joint = joint.astype(np.int64)
+    sizes = np.bincount(joint).astype(np.int64)
+    return rows.astype(np.int64), joint, sizes
+
+
+@dataclass(frozen=True)
+class CrossReleaseCheck:
+    """The joint partition of the new extract with one earlier extract, measured.
+
+    ``rows``: rows of the new extract; ``joint_classes``: how many joint classes they form;
+    ``smallest_joint_class``; ``rows_below_k``: rows whose joint class holds fewer than
+    ``k``; ``classes_new``: classes of the new extract (without the earlier one, the joint
+    classes would be these). With sensitive attributes: per attribute, the smallest distinct l
+    (``l``), the smallest entropy l (``entropy_l``, when asked) and the largest t (``t``, with
+    ``t_distance``, when asked) over the joint classes."""
+
+    rows: int
+    classes_new: int
+    joint_classes: int
+    smallest_joint_class: int
+    rows_below_k: int
+    k: int
+    l: dict[str, float] = field(default_factory=dict)  # noqa: E741
+    entropy_l: dict[str, float] = field(default_factory=dict)
+    t: dict[str, float] = field(default_factory=dict)
+    t_distance: str | None = None
+
+    @property
+    def passed(self) -> bool:
+        return self.rows_below_k == 0
+
+    def as_dict(self) -> dict[str, Any]:
+        out: dict[str, Any] = {
+            "smallest_joint_class": self.smallest_joint_class,
+            "rows_below_k": self.rows_below_k,
+            "joint_classes": self.joint_classes,
+            "k": self.k,
+            "rows": self.rows,
+            "classes_new": self.classes_new,
+            "passed": self.passed,
+        }
+        if self.l:
+            out["l"] = dict(self.l)
+        if self.entropy_l:
+            out["entropy_l"] = dict(self.entropy_l)
+        if self.t:
+            out["t"] = dict(self.t)
+            out["t_distance"] = self.t_distance
+        return out
+
+
+def cross_release_check(
+    new: IntArray,
+    earlier: IntArray,
+    k: int,
+    sensitive: DataContext | None = None,
+    entropy: bool = False,
+    t_distance: str | None = None,
+) -> CrossReleaseCheck:
+    """Measure the joint partition of ``new`` with ``earlier`` (memberships of the same input
+    rows, :data:`NOT_IN` for a row not in the extract).
+
+    ``sensitive``: the sensitive attributes' codes of every input row
+    (:func:`sensitive_context`); with it the distinct l of the joint classes is measured, their
+    entropy l when ``entropy``, and their t-closeness with ``t_distance`` ("equal", "ordered"
+    or "hierarchical"; t is measured against each attribute's distribution in the whole
+    input, as the release's own t-closeness is)."""
+    if k < 1:
+        raise EngineError(f"k must be at least 1, not {k}.")
+    rows, joint, sizes = joint_partition(new, earlier)
+    classes_new = int(len(np.unique(np.asarray(new)[rows]))) if len(rows) else 0
+    figures: dict[str, Any] = {}
+    if sensitive is not None and sensitive.sensitive and len(rows):
+        counts = {
+            name: SensitiveCounts.from_codes(
+                joint,
+                codes[rows],
+                n_groups=len(sizes),
+                n_values=len(sensitive.labels.get(name, ())) or None,
+            )
+            for name, codes in sensitive.codes.items()
+        }
+        classes = Classes(sizes, counts)
+        distinct = LDiversity(l=1, variant="distinct").achieved(classes, sensitive)
+        figures["l"] = dict(distinct["l"])
+        if entropy:
+            figures["entropy_l"] = dict(
+                LDiversity(l=1, variant="entropy").achieved(classes, sensitive)["l"]
+            )
+        if t_distance is not None:
+            figures["t"] = dict(
+                TCloseness(t=1, distance=t_distance).achieved(classes, sensitive)["t"]
+            )
+            figures["t_distance"] = t_distance
+    return CrossReleaseCheck(
+        rows=int(len(rows)),
+        classes_new=classes_new,
+        joint_classes=int(len(sizes)),
+        smallest_joint_class=int(sizes.min()) if len(sizes) else 0,
+        rows_below_k=int(sizes[sizes < k].sum()),
+        k=int(k),
+        **figures,
+    )
+
+
+# --------------------------------------------------------------------------- evidence
+
+
+@dataclass(frozen=True)
+class ReleasedColumns:
+    """What an extract releases: its columns, its quasi-identifiers with their levels (None:
+    generalized locally, per class) and its sensitive attributes. Other columns are released
+    unchanged."""
+
+    columns: tuple[str, ...]
+    quasi_identifiers: Mapping[str, int | None]
+    sensitive: tuple[str, ...] = ()
+
+    def unchanged(self) -> set[str]:
+        """Columns whose released values are the original ones (a quasi-identifier at level 0
+        too)."""
+        return {c for c in self.columns if self.quasi_identifiers.get(c, 0) == 0}
+
+
+@dataclass(frozen=True)
+class LinkingEvidence:
+    """What makes linking the two extracts possible, column by column (in the new extract's
+    order): columns both release unchanged, quasi-identifiers both generalize, sensitive
+    attributes both release."""
+
+    unchanged: list[str]
+    quasi_identifiers: list[str]
+    sensitive: list[str]
+
+    @property
+    def any(self) -> bool:
+        return bool(self.unchanged or self.quasi_identifiers or self.sensitive)
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "unchanged": list(self.unchanged),
+            "quasi_identifiers": list(self.quasi_identifiers),
+            "sensitive": list(self.sensitive),
+        }
+
+
+def linking_evidence(new: ReleasedColumns, earlier: ReleasedColumns) -> LinkingEvidence:
+    """The shared columns that let a recipient of both extracts link their rows."""
+    shared = [c for c in new.columns if c in set(earlier.columns)]
+    both_unchanged = new.unchanged() & earlier.unchanged()
+    return LinkingEvidence(
+        unchanged=[c for c in shared if c in both_unchanged],
+        quasi_identifiers=[
+            c for c in shared if c in new.quasi_identifiers and c in earlier.quasi_identifiers
+        ],
+        sensitive=[c for c in shared if c in set(new.sensitive) and c in set(earlier.sensitive)],
+    )
