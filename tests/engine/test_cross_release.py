@@ -31,6 +31,7 @@ from releases.engine.cross_release import (
     ReleasedColumns,
     cross_release_check,
     extract_membership,
+    joint_class_sizes,
     joint_partition,
     linking_evidence,
     release_membership,
@@ -79,6 +80,7 @@ def test_joint_partition_pairs_classes_and_groups_rows_missing_from_the_earlier_
     assert list(rows) == [0, 1, 2, 3, 4, 5, 6, 8, 9]  # row 7 is not in the new extract
     expected = joint_sizes(pd.Series(new), pd.Series(earlier))
     assert sorted(sizes.tolist()) == sorted(expected.tolist())
+    assert sorted(joint_class_sizes(new, earlier).tolist()) == sorted(expected.tolist())
     # Rows 2 and 3 (new class 0, both missing from the earlier extract) are one joint class.
     assert joint[2] == joint[3] != joint[0]
     check = cross_release_check(new, earlier, k=2)
