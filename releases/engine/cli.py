@@ -72,6 +72,7 @@ from .cross_release import (
     extract_membership,
     linking_evidence,
     sensitive_context,
+    what_constrained,
 )
 from .export import write_csv
 from .hierarchy import Hierarchy
@@ -531,6 +532,8 @@ def execute(
             result.rows_out,
             [e.reproduction for e in earlier] if args.protect_earlier else (),
         ).as_dict()
+        if args.protect_earlier:
+            summary["protection"] = what_constrained(df, config).as_dict()
         if earlier:
             summary["cross_release_assumption"] = ASSUMPTION
             summary["cross_release"] = cross_release(df, data, source_rows, config, result, earlier)
@@ -567,6 +570,13 @@ def execute(
                 f"with {entry['earlier_report']}: {entry['joint_classes']} joint classes, the "
                 f"smallest of {entry['smallest_joint_class']}, {entry['rows_below_k']} rows "
                 f"below k={entry['k']}\n"
+            )
+        if "protection" in summary:
+            names = summary["protection"]["constrained_by"]
+            stdout.write(
+                "protecting the earlier releases changed nothing\n"
+                if not names
+                else f"the search was constrained by {', '.join(names)}\n"
             )
         if "linkage" in summary:
             found = summary["linkage"]

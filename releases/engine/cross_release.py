@@ -20,6 +20,7 @@ code); :func:`linking_evidence` lists what makes linking possible.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -29,7 +30,7 @@ import pandas as pd
 
 from .api import anonymize, encode, judge_levels
 from .arrays import IntArray
-from .criteria import Classes, DataContext, LDiversity, TCloseness
+from .criteria import Classes, DataContext, EarlierReleases, LDiversity, PrivacyModel, TCloseness
 from .errors import EngineError
 from .hierarchy import Hierarchy
 from .privacy import SensitiveCounts
@@ -38,6 +39,7 @@ from .types import AnonymizationConfig
 __all__ = [
     "ASSUMPTION",
     "NOT_IN",
+    "Constraint",
     "CrossReleaseCheck",
     "LinkingEvidence",
     "ReleasedColumns",
@@ -48,6 +50,7 @@ __all__ = [
     "linking_evidence",
     "release_membership",
     "sensitive_context",
+    "what_constrained",
 ]
 
 #: The membership of a source row that is not in an extract.
@@ -346,3 +349,51 @@ def linking_evidence(new: ReleasedColumns, earlier: ReleasedColumns) -> LinkingE
         ],
         sensitive=[c for c in shared if c in set(new.sensitive) and c in set(earlier.sensitive)],
     )
+
+
+# --------------------------------------------------------------------------- what protection cost
+
+
+@dataclass(frozen=True)
+class Constraint:
+    """What protecting the earlier releases changed: the levels the search chooses without
+    protecting them (None for local recoding) and the earlier releases that release would
+    not be safe with (its joint classes with them smaller than k)."""
+
+    unprotected_levels: dict[str, int] | None
+    constrained_by: list[str]
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "unprotected_levels": self.unprotected_levels,
+            "constrained_by": list(self.constrained_by),
+        }
+
+
+def what_constrained(data: pd.DataFrame, config: AnonymizationConfig) -> Constraint:
+    """Which earlier releases constrained a protected search: the release ``config`` makes
+    without :class:`.criteria.EarlierReleases` (one more search), judged with each earlier
+    release (``config.earlier_releases``) at the k the protection asked for."""
+    model = config.model
+    protections = [c for c in model.criteria if isinstance(c, EarlierReleases)]
+    if not protections:
+        raise EngineError("The configuration protects no earlier release.")
+    k = max(c.k for c in protections)
+    plain = PrivacyModel(
+        criteria=[c for c in model.criteria if not isinstance(c, EarlierReleases)],
+        suppression_limit=model.suppression_limit,
+        population=model.population,
+    )
+    result = anonymize(data, dataclasses.replace(config, model=plain, earlier_releases={}))
+    if result.source_rows is None:
+        raise EngineError("The release does not say which input rows it holds.")
+    new = extract_membership(
+        result.data, result.source_rows, len(data), list(config.quasi_identifiers)
+    )
+    constrained = [
+        name
+        for name, earlier in config.earlier_releases.items()
+        if cross_release_check(new, earlier, k).rows_below_k > 0
+    ]
+    levels = dict(result.levels) if result.levels is not None else None
+    return Constraint(levels, constrained)

@@ -145,6 +145,11 @@ def test_the_protected_search_is_safe_with_the_earlier_extract(tmp_path, adult, 
     safe_data, safe = written(tmp_path, "safe")
     assert plain["cross_release"][0]["rows_below_k"] > 0  # the optimum alone is not safe
     assert safe["levels"] != plain["levels"]
+    # The report names the earlier release that constrained the search.
+    assert safe["protection"] == {
+        "unprotected_levels": plain["levels"],
+        "constrained_by": [earlier_report],
+    }
 
     # The protected extract, rebuilt: classes smaller than 5, and classes holding a joint class
     # smaller than 5 with the earlier extract, are suppressed.

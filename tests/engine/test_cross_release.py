@@ -36,6 +36,7 @@ from releases.engine.cross_release import (
     linking_evidence,
     release_membership,
     sensitive_context,
+    what_constrained,
 )
 from releases.engine.privacy import SensitiveCounts
 
@@ -418,3 +419,7 @@ def test_protection_costs_nothing_when_the_earlier_extract_is_the_same(adult, ad
         adult, AnonymizationConfig(adult_h, protected_model, earlier_releases={"same": earlier})
     )
     assert protected.levels == plain.levels and protected.suppressed == plain.suppressed
+    constraint = what_constrained(
+        adult, AnonymizationConfig(adult_h, protected_model, earlier_releases={"same": earlier})
+    )
+    assert constraint.constrained_by == [] and constraint.unprotected_levels == plain.levels
