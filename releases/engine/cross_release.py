@@ -319,7 +319,8 @@ class ReleasedColumns:
 @dataclass(frozen=True)
 class LinkingEvidence:
     """What makes linking the two extracts possible, column by column (in the new extract's
-    order): columns both release unchanged, quasi-identifiers both generalize, sensitive
+    order): columns both release unchanged, quasi-identifiers of either that both release (an
+    unchanged value is generalized as easily as the recipient of both likes), sensitive
     attributes both release."""
 
     unchanged: list[str]
@@ -345,7 +346,7 @@ def linking_evidence(new: ReleasedColumns, earlier: ReleasedColumns) -> LinkingE
     return LinkingEvidence(
         unchanged=[c for c in shared if c in both_unchanged],
         quasi_identifiers=[
-            c for c in shared if c in new.quasi_identifiers and c in earlier.quasi_identifiers
+            c for c in shared if c in new.quasi_identifiers or c in earlier.quasi_identifiers
         ],
         sensitive=[c for c in shared if c in set(new.sensitive) and c in set(earlier.sensitive)],
     )
