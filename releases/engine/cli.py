@@ -474,12 +474,34 @@ def cross_release(
             sensitive=context,
             entropy=ell is not None and ell.variant == "entropy",
             t_distance=None if tee is None else tee.distance,
+            l_required=None if ell is None else ell.l,
+            t_required=None if tee is None else tee.t,
         )
         evidence = linking_evidence(mine, e.reproduction.released_columns())
         entries.append(
             {"earlier_report": e.name, **check.as_dict(), "evidence": evidence.as_dict()}
         )
     return entries
+
+
+def _failure(entry: dict[str, Any]) -> str:
+    """One line saying why a cross-release check failed."""
+    reasons = []
+    if entry["rows_below_k"]:
+        reasons.append(
+            f"{entry['rows_below_k']} rows are in joint classes smaller than k={entry['k']} "
+            f"(smallest {entry['smallest_joint_class']})"
+        )
+    ells = entry.get("entropy_l") or entry.get("l") or {}
+    required = entry.get("l_required")
+    for name, value in ells.items():
+        if required is not None and value < required:
+            reasons.append(f"a joint class has l={value:.3g} of {name}, l={required:g} asked")
+    for name, value in (entry.get("t") or {}).items():
+        required = entry.get("t_required")
+        if required is not None and value > required:
+            reasons.append(f"a joint class has t={value:.3g} of {name}, t={required:g} asked")
+    return f"together with {entry['earlier_report']}, " + "; ".join(reasons)
 
 
 # --------------------------------------------------------------------------- entry points
@@ -549,12 +571,8 @@ def execute(
         raise CliError(str(exc)) from None
     write_outputs(data, summary, args.out, args.report, sep)
     for entry in summary.get("cross_release", []):
-        if entry["rows_below_k"]:
-            err.write(
-                f"{prog}: warning: together with {entry['earlier_report']}, "
-                f"{entry['rows_below_k']} rows are in joint classes smaller than "
-                f"k={entry['k']} (smallest {entry['smallest_joint_class']})\n"
-            )
+        if not entry["passed"]:
+            err.write(f"{prog}: warning: {_failure(entry)}\n")
     if stdout is not None:
         how = result.algorithm
         if result.levels is not None:

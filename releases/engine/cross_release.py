@@ -30,7 +30,15 @@ import pandas as pd
 
 from .api import anonymize, encode, judge_levels
 from .arrays import IntArray
-from .criteria import Classes, DataContext, EarlierReleases, LDiversity, PrivacyModel, TCloseness
+from .criteria import (
+    Classes,
+    DataContext,
+    EarlierReleases,
+    LDiversity,
+    PrivacyModel,
+    TCloseness,
+)
+from .criteria.base import EPS
 from .errors import EngineError
 from .hierarchy import Hierarchy
 from .privacy import SensitiveCounts
@@ -201,7 +209,11 @@ class CrossReleaseCheck:
     ``k``; ``classes_new``: classes of the new extract (without the earlier one, the joint
     classes would be these). With sensitive attributes: per attribute, the smallest distinct l
     (``l``), the smallest entropy l (``entropy_l``, when asked) and the largest t (``t``, with
-    ``t_distance``, when asked) over the joint classes."""
+    ``t_distance``, when asked) over the joint classes.
+
+    ``passed``: no joint class below k and, when ``l_required`` / ``t_required`` are given,
+    every joint class at least that l (entropy l when measured, else distinct l) and at most
+    that t."""
 
     rows: int
     classes_new: int
@@ -213,10 +225,17 @@ class CrossReleaseCheck:
     entropy_l: dict[str, float] = field(default_factory=dict)
     t: dict[str, float] = field(default_factory=dict)
     t_distance: str | None = None
+    l_required: float | None = None
+    t_required: float | None = None
 
     @property
     def passed(self) -> bool:
-        return self.rows_below_k == 0
+        if self.rows_below_k:
+            return False
+        ells = self.entropy_l or self.l
+        if self.l_required is not None and any(v + EPS < self.l_required for v in ells.values()):
+            return False
+        return self.t_required is None or all(v <= self.t_required + EPS for v in self.t.values())
 
     def as_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {
@@ -235,6 +254,10 @@ class CrossReleaseCheck:
         if self.t:
             out["t"] = dict(self.t)
             out["t_distance"] = self.t_distance
+        if self.l_required is not None:
+            out["l_required"] = self.l_required
+        if self.t_required is not None:
+            out["t_required"] = self.t_required
         return out
 
 
@@ -245,6 +268,8 @@ def cross_release_check(
     sensitive: DataContext | None = None,
     entropy: bool = False,
     t_distance: str | None = None,
+    l_required: float | None = None,
+    t_required: float | None = None,
 ) -> CrossReleaseCheck:
     """Measure the joint partition of ``new`` with ``earlier`` (memberships of the same input
     rows, :data:`NOT_IN` for a row not in the extract).
@@ -253,7 +278,8 @@ def cross_release_check(
     (:func:`sensitive_context`); with it the distinct l of the joint classes is measured, their
     entropy l when ``entropy``, and their t-closeness with ``t_distance`` ("equal", "ordered"
     or "hierarchical"; t is measured against each attribute's distribution in the whole
-    input, as the release's own t-closeness is)."""
+    input, as the release's own t-closeness is). ``l_required`` and ``t_required``: the l and
+    t the release asks for, which the joint classes must reach to pass."""
     if k < 1:
         raise EngineError(f"k must be at least 1, not {k}.")
     measured = sensitive is not None and bool(sensitive.sensitive)
@@ -293,6 +319,8 @@ def cross_release_check(
         smallest_joint_class=int(sizes.min()) if len(sizes) else 0,
         rows_below_k=int(sizes[sizes < k].sum()),
         k=int(k),
+        l_required=None if l_required is None or "l" not in figures else float(l_required),
+        t_required=None if t_required is None or "t" not in figures else float(t_required),
         **figures,
     )
 

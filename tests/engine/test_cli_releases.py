@@ -135,6 +135,45 @@ def test_complementary_extracts_are_reported_together(tmp_path, adult, hierarchi
     assert f"{entry['rows_below_k']} rows are in joint classes smaller than k=5" in captured.err
 
 
+def _entropy_l_and_t(classes: pd.Series, values: pd.Series) -> tuple[pd.Series, pd.Series]:
+    """Per class (rows with class -1 left out), its entropy l and equal-distance t."""
+    frame = pd.DataFrame({"c": classes.to_numpy(), "s": values.to_numpy()})
+    frame = frame[frame["c"] >= 0]
+    shares = frame.groupby("c")["s"].value_counts(normalize=True)
+    entropy_l = np.exp(-(shares * np.log(shares)).groupby(level=0).sum())
+    overall = values.value_counts(normalize=True)
+    table = shares.unstack(fill_value=0.0).reindex(columns=overall.index, fill_value=0.0)
+    return entropy_l, 0.5 * (table - overall).abs().sum(axis=1)
+
+
+def test_l_and_t_of_the_joint_classes(tmp_path, adult, hierarchies, capsys):
+    assert anonymize(tmp_path, "first", "--levels", FIRST) == 0
+    extra = ["--sensitive", "occupation", "--l", "2", "--l-variant", "entropy", "--t", "0.6"]
+    assert (
+        anonymize(tmp_path, "second", *extra, "--earlier-report", str(tmp_path / "first.json")) == 0
+    )
+    first = classes_of(adult, hierarchies, written(tmp_path, "first")[1]["levels"])
+    data, report = written(tmp_path, "second")
+
+    def fails_l_or_t(cls: pd.Series) -> pd.Series:
+        entropy_l, t = _entropy_l_and_t(cls, adult["occupation"])
+        return cls.map((entropy_l < 2 * (1 - 1e-9)) | (t > 0.6 + 1e-9))
+
+    second = classes_of(adult, hierarchies, report["levels"], fails_l_or_t)
+    assert same_rows(data, adult, hierarchies, report["levels"], second)
+    frame = pd.DataFrame({"new": second, "earlier": first})
+    joint = frame.groupby(["new", "earlier"]).ngroup().where(second >= 0, -1)
+    entropy_l, t = _entropy_l_and_t(joint, adult["occupation"])
+    distinct = adult["occupation"][joint >= 0].groupby(joint[joint >= 0]).nunique()
+    [entry] = report["cross_release"]
+    assert entry["l"] == {"occupation": distinct.min()}
+    assert entry["entropy_l"]["occupation"] == pytest.approx(entropy_l.min())
+    assert entry["t"]["occupation"] == pytest.approx(t.max())
+    assert (entry["l_required"], entry["t_required"]) == (2, 0.6)
+    assert entry["passed"] is False and entropy_l.min() < 2
+    assert "a joint class has l=1 of occupation, l=2 asked" in capsys.readouterr().err
+
+
 def test_the_protected_search_is_safe_with_the_earlier_extract(tmp_path, adult, hierarchies):
     assert anonymize(tmp_path, "first", "--levels", FIRST) == 0
     earlier_report = str(tmp_path / "first.json")

@@ -188,6 +188,26 @@ def test_joint_l_diversity_and_t_closeness_by_the_models_code(adult, adult_h):
     t = 0.5 * (table - overall).abs().sum(axis=1)
     assert check.t["occupation"] == pytest.approx(t.max())
     assert check.t_distance == "equal"
+    # Judged against what a release asks for: no joint class below k, l reached, t kept.
+    same = later.to_numpy()
+    loose = cross_release_check(same, same, 1, sensitive=context, t_distance="equal")
+    assert loose.rows_below_k == 0 and loose.passed
+    l_seen, t_seen = loose.l["occupation"], loose.t["occupation"]
+    for l_required, t_required, passed in (
+        (l_seen, t_seen, True),
+        (l_seen + 1, None, False),
+        (None, t_seen - 0.01, False),
+    ):
+        judged = cross_release_check(
+            same,
+            same,
+            1,
+            sensitive=context,
+            t_distance="equal",
+            l_required=l_required,
+            t_required=t_required,
+        )
+        assert judged.passed is passed
 
 
 def test_linking_evidence_lists_shared_unchanged_columns_quasi_identifiers_and_sensitive():
