@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
@@ -129,6 +129,8 @@ class Table:
     counts: IntArray  # rows per class
     sensitive: dict[str, SensitiveCounts]
     first: IntArray | None = None  # first input row of each class (when tracked)
+    #: Per earlier release, its classes counted within each class (the joint classes).
+    linked: dict[str, SensitiveCounts] = field(default_factory=dict)
 
     @property
     def nbytes(self) -> int:
@@ -138,10 +140,11 @@ class Table:
             + self.counts.nbytes
             + extra
             + sum(s.nbytes for s in self.sensitive.values())
+            + sum(s.nbytes for s in self.linked.values())
         )
 
     def classes(self) -> Classes:
-        return Classes(self.counts, self.sensitive)
+        return Classes(self.counts, self.sensitive, self.linked)
 
 
 def _sorted_unique(key: IntArray) -> tuple[IntArray, IntArray]:
@@ -193,6 +196,24 @@ def _group(cols: list[CodeArray], cards: list[int]) -> tuple[IntArray, int, Code
     return inverse, len(uniq), codes
 
 
+def _linked_counts(
+    name: str, membership: IntArray, row_class: IntArray, m: int, n: int
+) -> SensitiveCounts:
+    """The classes of an earlier release (``membership``: each input row's class there, -1 for
+    a row not in it) counted per level-0 class; "not in it" is the last value."""
+    if membership.shape != (n,):
+        raise EngineError(
+            f"The earlier release {name!r} gives a class for {len(membership):,} rows; the "
+            f"data has {n:,}."
+        )
+    codes = membership.astype(np.int64, copy=False)
+    absent = int(codes.max()) + 1 if n else 0
+    if n and int(codes.min()) < -1:
+        raise EngineError(f"The earlier release {name!r} has a class number below -1.")
+    values = np.where(codes < 0, absent, codes)
+    return SensitiveCounts.from_codes(row_class, values, n_groups=m, n_values=absent + 1)
+
+
 @dataclass
 class EncodedData:
     """The input, encoded once for the search: attributes, the level-0 frequency table and the
@@ -213,9 +234,12 @@ class EncodedData:
         sensitive: Sequence[str] = (),
         sensitive_hierarchies: dict[str, Hierarchy] | None = None,
         track_first: bool = False,
+        linked: Mapping[str, IntArray] | None = None,
     ) -> EncodedData:
         """Encode ``data``; ``track_first``: remember each class's first input row (ARX orders
-        classes of equal size by it when a dataset criterion suppresses some)."""
+        classes of equal size by it when a dataset criterion suppresses some); ``linked``: per
+        earlier release, each input row's class in it (-1: not in it), counted per class so
+        that the joint classes roll up with the table."""
         n = len(data)
         attributes: list[Attribute] = []
         row_codes: list[CodeArray] = []
@@ -265,7 +289,13 @@ class EncodedData:
         if track_first:
             _, first = np.unique(row_class, return_index=True)
             first = first.astype(np.int64)
-        base = Table(tuple([0] * len(attributes)), base_codes, counts, sens_counts, first)
+        linked_counts = {
+            name: _linked_counts(name, np.asarray(membership), row_class, m, n)
+            for name, membership in (linked or {}).items()
+        }
+        base = Table(
+            tuple([0] * len(attributes)), base_codes, counts, sens_counts, first, linked_counts
+        )
         return cls(attributes, n, base, row_class.astype(np.int64), sens_codes, sens_labels)
 
     def data_context(
@@ -317,7 +347,11 @@ class EncodedData:
         if table.first is not None:
             first = np.full(g, np.iinfo(np.int64).max, dtype=np.int64)
             np.minimum.at(first, inverse, table.first)
-        return Table(tuple(int(v) for v in levels), codes, counts, sensitive, first), inverse
+        # The joint classes with earlier releases roll up whatever the criteria: few tables
+        # carry them (only searches that protect earlier releases).
+        linked = {k: s.regroup(inverse, g) for k, s in table.linked.items()}
+        levels_out = tuple(int(v) for v in levels)
+        return Table(levels_out, codes, counts, sensitive, first, linked), inverse
 
     def tie_order(self, table: Table) -> Callable[[IntArray, int], IntArray]:
         """ARX's order of classes of equal size when a dataset criterion suppresses some:

@@ -64,6 +64,10 @@ class AnonymizationConfig:
     #: Apply these levels (per quasi-identifier; the others are searched) instead of the
     #: optimum, e.g. a candidate of an earlier run. The optimum is still searched, to compare.
     levels: dict[str, int] | None = None
+    #: Earlier releases of the same rows, by name: each input row's class in that release
+    #: (-1 when the release left it out; see :mod:`.cross_release`). Used by the model
+    #: :class:`.criteria.EarlierReleases` (every joint class with each of them holds k rows).
+    earlier_releases: dict[str, IntArray] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,9 @@ The package, bottom to top:
   and :class:`Criterion`, the protocol every model implements;
 * one module per model: :mod:`.k_anonymity`, :mod:`.l_diversity` (distinct, entropy and
   recursive), :mod:`.t_closeness`, :mod:`.delta_disclosure`, :mod:`.beta_likeness`,
-  :mod:`.highest_risk`, :mod:`.average_risk`, :mod:`.population_uniqueness`;
+  :mod:`.highest_risk`, :mod:`.average_risk`, :mod:`.population_uniqueness`, and
+  :mod:`.earlier_releases` (every joint class with each earlier extract holds k records; it
+  needs the earlier releases' classes, so it is listed in :data:`LINKED`, not offered);
 * :mod:`.registry`: :data:`REGISTRY`, every model by name (adding a model is adding its module,
   its tests and its line there);
 * :mod:`.model`: :class:`PrivacyModel` (the criteria of a release, the suppression limit and
@@ -66,16 +68,18 @@ from .average_risk import AverageRisk
 from .base import BORDERLINE_SHARE, Check, Classes, Criterion, DataContext, ParamSpec
 from .beta_likeness import BetaLikeness
 from .delta_disclosure import DeltaDisclosure
+from .earlier_releases import EarlierReleases
 from .highest_risk import HighestRisk, size_threshold
 from .k_anonymity import KAnonymity
 from .l_diversity import LDiversity
 from .model import POPULATION_PARAMS, Evaluation, PrivacyModel, checks
 from .population_uniqueness import PopulationUniqueness
-from .registry import REGISTRY, criterion_from_spec
+from .registry import LINKED, REGISTRY, criterion_from_spec
 from .t_closeness import TCloseness
 
 __all__ = [
     "BORDERLINE_SHARE",
+    "LINKED",
     "POPULATION_PARAMS",
     "REGISTRY",
     "AverageRisk",
@@ -85,6 +89,7 @@ __all__ = [
     "Criterion",
     "DataContext",
     "DeltaDisclosure",
+    "EarlierReleases",
     "Evaluation",
     "HighestRisk",
     "KAnonymity",

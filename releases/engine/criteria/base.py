@@ -151,14 +151,21 @@ class Check:
 @dataclass
 class Classes:
     """The equivalence classes of a candidate release: rows per class and, per sensitive
-    attribute, sparse counts of its values per class."""
+    attribute, sparse counts of its values per class.
+
+    ``linked``: per earlier release (by name), sparse counts of the earlier release's classes
+    within each class, its "value" being the earlier class (the last code: not in that
+    release). Each cell is a joint class of the two releases (see :mod:`.earlier_releases`)."""
 
     sizes: IntArray
     sensitive: Mapping[str, SensitiveCounts] = field(default_factory=dict)
+    linked: Mapping[str, SensitiveCounts] = field(default_factory=dict)
 
     def subset(self, keep: BoolArray) -> Classes:
         return Classes(
-            self.sizes[keep], {name: sc.subset(keep) for name, sc in self.sensitive.items()}
+            self.sizes[keep],
+            {name: sc.subset(keep) for name, sc in self.sensitive.items()},
+            {name: sc.subset(keep) for name, sc in self.linked.items()},
         )
 
 
