@@ -58,8 +58,9 @@ def _child(args: argparse.Namespace) -> dict:
     from django.test.utils import CaptureQueriesContext
     from django.urls import reverse
 
+    from releases.core import roles
     from releases.models import Role
-    from releases.services import datasets, profiling, release, review, roles, sharing
+    from releases.services import datasets, profiling, release, review, sharing
     from releases.services.sharing import Additions
     from tests.support import scale
 

@@ -51,8 +51,9 @@ def _child(step: str, arg: str) -> dict:
     from django.contrib.auth.models import Group
     from django.core.files.uploadedfile import UploadedFile
 
+    from releases.core import roles
     from releases.models import Dataset
-    from releases.services import datasets, profiling, roles
+    from releases.services import datasets, profiling
 
     t0 = time.perf_counter()
     if step == "upload":

@@ -2,11 +2,11 @@ from decimal import Decimal
 
 from django import forms
 
-from .engine import POPULATION_PARAMS, REGISTRY, EngineError, ParamSpec, PrivacyModel, dp
-from .models import ReleaseRequest, Review
-from .services import release
-from .services.release import ReleaseParameters, Sharing
-from .services.sharing import Additions
+from releases.engine import POPULATION_PARAMS, REGISTRY, EngineError, ParamSpec, PrivacyModel, dp
+from releases.models import ReleaseRequest, Review
+from releases.services import release
+from releases.services.release import ReleaseParameters, Sharing
+from releases.services.sharing import Additions
 
 
 class UploadForm(forms.Form):

@@ -11,8 +11,8 @@ from django.db.models.functions import StrIndex
 from django.http import Http404
 from django.utils.http import urlencode
 
-from . import figures
-from .models import (
+from releases.core import audit, figures, roles
+from releases.models import (
     AuditEvent,
     Dataset,
     EquivalenceClass,
@@ -23,8 +23,8 @@ from .models import (
     Role,
     TermsAcceptance,
 )
-from .services import audit, lifecycle, package, roles
-from .services.review import required_approvals
+from releases.services import lifecycle, package
+from releases.services.review import required_approvals
 
 State = ReleaseRequest.State
 Decision = Review.Decision
@@ -418,7 +418,7 @@ def quasi_identifier_levels(release_request: ReleaseRequest, with_examples: bool
 
 def unchanged_columns(summary: dict) -> list[dict]:
     """The columns released as they are, each flagged when it looks identifying."""
-    from .services.review import UNCHANGED_UNIQUE_ROWS_LIMIT
+    from releases.services.review import UNCHANGED_UNIQUE_ROWS_LIMIT
 
     return [
         {
@@ -533,13 +533,13 @@ def distribution_view(dist: dict) -> dict:
 def smallest_class_allowed(release_request: ReleaseRequest) -> int:
     """The class size below which the models always fail (k, or what l or a highest risk
     implies), for the size chart's line."""
-    from .engine.criteria import DataContext
+    from releases.engine.criteria import DataContext
 
     return release_request.privacy_model.min_class_size(DataContext(0))
 
 
 def _round_descriptions(rounds: list) -> list:
-    from .engine import EngineError, PrivacyModel
+    from releases.engine import EngineError, PrivacyModel
 
     for round_ in rounds:
         try:
@@ -595,7 +595,7 @@ def _distributions_page(summary: dict, number) -> Page:
 
 
 def _checks_for(user, release_request: ReleaseRequest) -> list:
-    from .services import review, statistics
+    from releases.services import review, statistics
 
     if release_request.is_statistics:
         return statistics.checks_for(user, release_request)
@@ -606,7 +606,7 @@ def request_page(user, release_request: ReleaseRequest, events_page=None) -> dic
     """What the officer's and the requesting steward's page shows (the original included)."""
     summary = release_request.summary or {}
     buttons = lifecycle.buttons(user, release_request)
-    from .statistics_selectors import budget_context, statistics_page
+    from releases.statistics_selectors import budget_context, statistics_page
 
     if release_request.is_statistics:
         statistics = statistics_page(user, release_request)
@@ -644,7 +644,7 @@ def request_page(user, release_request: ReleaseRequest, events_page=None) -> dic
 
 def recipient_page(user, release_request: ReleaseRequest, events_page=None) -> dict:
     """What a named recipient's page shows: facts about the extract only."""
-    from .services import report
+    from releases.services import report
 
     return {
         "req": release_request,

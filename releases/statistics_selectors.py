@@ -17,9 +17,10 @@ from django.db.models import Count, DecimalField, OuterRef, Q, Subquery, Sum, Va
 from django.db.models.functions import Coalesce
 from django.http import Http404
 
-from .engine import EngineError, dp
-from .models import BudgetEntry, Dataset, PrivacyBudget, ReleaseRequest
-from .services import budget, roles
+from releases.core import roles
+from releases.engine import EngineError, dp
+from releases.models import BudgetEntry, Dataset, PrivacyBudget, ReleaseRequest
+from releases.services import budget
 
 LEDGER_PER_PAGE = 20
 BUDGETS_PER_PAGE = 25

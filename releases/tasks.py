@@ -2,7 +2,15 @@
 
 from celery import shared_task
 
-from .services import datasets, profiling, recovery, release, reproduction, review, statistics
+from releases.services import (
+    datasets,
+    profiling,
+    recovery,
+    release,
+    reproduction,
+    review,
+    statistics,
+)
 
 
 @shared_task(name="releases.run_release")

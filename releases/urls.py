@@ -1,6 +1,6 @@
 from django.urls import path
 
-from .views import datasets, home, requests, statistics
+from releases.views import datasets, home, requests, statistics
 
 app_name = "releases"
 

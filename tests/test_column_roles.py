@@ -12,8 +12,9 @@ import pytest
 from django.apps import apps
 from django.urls import reverse
 
+from releases.core.errors import InvalidInput
 from releases.models import AuditEvent, DatasetColumn, ReleaseRequest, Role
-from releases.services import InvalidInput, review
+from releases.services import review
 from tests.conftest import csv_upload
 from tests.support import factories
 from tests.support.workflow import request_release, run, tag
@@ -219,7 +220,7 @@ def test_the_extract_holds_only_released_columns(steward, staff):
         {"Prénom": Role.IDENTIFIER, "age": Role.QUASI_IDENTIFIER, "team": Role.SENSITIVE},
     )
     release_request = run(request_release(steward, staff))
-    from releases.services import storage
+    from releases.core import storage
 
     extract = pd.read_csv(
         pd.io.common.BytesIO(storage.read_bytes(release_request.extract_path)), dtype=str

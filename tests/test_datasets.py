@@ -11,9 +11,11 @@ import pandas as pd
 import pytest
 from django.urls import reverse
 
+from releases.core import storage
+from releases.core.errors import InvalidInput
 from releases.engine import Hierarchy
 from releases.models import AuditEvent, Dataset, DatasetColumn, ReleaseRequest, Role
-from releases.services import InvalidInput, datasets, profiling, storage
+from releases.services import datasets, profiling
 from releases.templatetags.charts import column_chart
 from tests.support.factories import make_dataset, upload
 

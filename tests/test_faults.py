@@ -14,9 +14,11 @@ from django.core import mail
 from django.db import IntegrityError
 from django.urls import reverse
 
+from releases.core import audit
+from releases.core.errors import InvalidInput
 from releases.engine import Hierarchy
 from releases.models import Dataset, ReleaseRequest, Review, Role
-from releases.services import InvalidInput, audit, datasets, lifecycle, review
+from releases.services import datasets, lifecycle, review
 from tests.support import factories
 from tests.support.factories import synthetic_csv
 from tests.support.workflow import approve, request_release, run, tag

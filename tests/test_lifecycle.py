@@ -15,16 +15,9 @@ from django.urls import reverse
 from django.utils import timezone
 
 from releases import selectors
+from releases.core.errors import InvalidInput
 from releases.models import AuditEvent, ReleaseFile, ReleaseRequest, Role
-from releases.services import (
-    InvalidInput,
-    downloads,
-    lifecycle,
-    release,
-    reproduction,
-    review,
-    sharing,
-)
+from releases.services import downloads, lifecycle, release, reproduction, review, sharing
 from releases.services.release import ReleaseParameters
 from tests.support import world as world_support
 from tests.support.workflow import request_release, tag

@@ -15,17 +15,11 @@ import pytest
 from django.urls import reverse
 from pycanon import anonymity
 
+from releases.core import storage
+from releases.core.errors import InvalidInput
 from releases.engine.export import neutralise_formulas
 from releases.models import AuditEvent, ReleaseFile, ReleaseRequest, Reproduction, Review, Role
-from releases.services import (
-    InvalidInput,
-    datasets,
-    package,
-    release,
-    reproduction,
-    review,
-    storage,
-)
+from releases.services import datasets, package, release, reproduction, review
 from releases.services.release import ReleaseParameters
 from tests.support import factories
 from tests.support.workflow import approve, ready_release, request_release, run, tag

@@ -21,9 +21,11 @@ import pytest
 from django.urls import reverse
 from pycanon import anonymity
 
+from releases.core import storage
+from releases.core.errors import InvalidInput
 from releases.engine import Hierarchy
 from releases.models import AuditEvent, DatasetColumn, ReleaseRequest, Role
-from releases.services import InvalidInput, release, review, storage
+from releases.services import release, review
 from releases.services import report as report_service
 from tests.conftest import csv_upload
 from tests.support import factories

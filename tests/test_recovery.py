@@ -15,6 +15,7 @@ from django.core.files.base import ContentFile
 from django.urls import reverse
 from django.utils import timezone
 
+from releases.core import storage
 from releases.models import (
     AuditEvent,
     Dataset,
@@ -23,16 +24,7 @@ from releases.models import (
     ReleaseRequest,
     Role,
 )
-from releases.services import (
-    column_store,
-    datasets,
-    dispatch,
-    leases,
-    profiling,
-    recovery,
-    release,
-    storage,
-)
+from releases.services import column_store, datasets, dispatch, leases, profiling, recovery, release
 from releases.services.release import ReleaseParameters
 from tests.support import factories
 from tests.support.factories import synthetic_csv

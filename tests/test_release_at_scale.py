@@ -13,8 +13,9 @@ import pandas as pd
 import pytest
 from django.urls import reverse
 
+from releases.core import storage
 from releases.models import OutboxMessage, Role
-from releases.services import column_store, datasets, package, release, storage
+from releases.services import column_store, datasets, package, release
 from releases.services.release import ReleaseParameters
 from tests.support import factories
 from tests.support.workflow import run, tag

@@ -11,8 +11,10 @@ from django.http import Http404
 from django.urls import reverse
 
 from releases import selectors
+from releases.core import storage
+from releases.core.errors import InvalidInput
 from releases.models import AuditEvent, ReleaseFile, ReleaseRequest, ReleaseRound, Review, Role
-from releases.services import InvalidInput, lifecycle, package, release, review, storage
+from releases.services import lifecycle, package, release, review
 from releases.services.release import ReleaseParameters
 from tests.support import factories
 from tests.support.factories import synthetic_csv

@@ -9,8 +9,10 @@ import pytest
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
+from releases.core import audit, storage
+from releases.core.errors import InvalidInput
 from releases.models import AuditEvent, Dataset, ReleaseRequest, Role
-from releases.services import InvalidInput, audit, datasets, downloads, release, review, storage
+from releases.services import datasets, downloads, release, review
 from tests.conftest import ADULT_QUASI_IDENTIFIERS, csv_upload, hierarchy_upload
 from tests.support.factories import make_dataset, synthetic_csv
 from tests.support.workflow import approve, download, request_release, tag

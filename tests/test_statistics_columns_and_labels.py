@@ -27,9 +27,10 @@ from django.apps import apps
 from django.test import Client
 from django.urls import reverse
 
+from releases.core.errors import InvalidInput
 from releases.engine import dp as D
 from releases.models import AuditEvent, BudgetEntry, ReleaseFile, ReleaseRequest, Role
-from releases.services import InvalidInput, budget, datasets, review, sharing, statistics
+from releases.services import budget, datasets, review, sharing, statistics
 from releases.services.release import Sharing
 from tests.support import factories
 from tests.support.workflow import download, tag

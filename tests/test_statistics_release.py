@@ -24,18 +24,11 @@ from django.contrib.auth.models import AnonymousUser
 from django.test import Client
 from django.urls import reverse
 
+from releases.core import storage
+from releases.core.errors import InvalidInput
 from releases.engine import dp as D
 from releases.models import AuditEvent, BudgetEntry, ReleaseFile, ReleaseRequest, Role
-from releases.services import (
-    InvalidInput,
-    budget,
-    datasets,
-    lifecycle,
-    reproduction,
-    review,
-    statistics,
-    storage,
-)
+from releases.services import budget, datasets, lifecycle, reproduction, review, statistics
 from releases.services.release import Sharing
 from tests.support import factories
 from tests.support.workflow import download, request_release, run, tag

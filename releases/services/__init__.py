@@ -1,10 +1,5 @@
-"""Business operations of the release workflow.
+"""Business operations of the release workflow (moving to the feature packages)."""
 
-Plain functions with explicit arguments; each checks the acting user's permission itself,
-raising ``PermissionDenied`` (403) for a forbidden action and ``Http404`` for an object outside
-the user's reach. ``InvalidInput`` carries a message meant for the person who gave the input.
-"""
+from releases.core.errors import InvalidInput
 
-
-class InvalidInput(Exception):
-    """Input that cannot be accepted; the message says why, for the user."""
+__all__ = ["InvalidInput"]

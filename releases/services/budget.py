@@ -26,9 +26,10 @@ from django.db import IntegrityError, transaction
 from django.db.models import Sum
 from django.utils import timezone
 
-from ..models import AuditEvent, BudgetEntry, Dataset, PrivacyBudget, ReleaseRequest
-from ..models.privacy_budget import DELTA_PLACES, EPSILON_PLACES
-from . import InvalidInput, audit, roles
+from releases.core import audit, roles
+from releases.core.errors import InvalidInput
+from releases.models import AuditEvent, BudgetEntry, Dataset, PrivacyBudget, ReleaseRequest
+from releases.models.privacy_budget import DELTA_PLACES, EPSILON_PLACES
 
 Kind = BudgetEntry.Kind
 ZERO = Decimal(0)

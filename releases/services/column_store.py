@@ -23,8 +23,9 @@ import pyarrow.compute as pc
 import pyarrow.parquet as pq
 from django.conf import settings
 
-from ..models import Dataset
-from . import InvalidInput, storage
+from releases.core import storage
+from releases.core.errors import InvalidInput
+from releases.models import Dataset
 
 SUFFIX = ".columns.parquet"
 #: Metadata key holding the SHA-256 of the original file the store was read from.
@@ -201,7 +202,7 @@ def distinct_values(dataset: Dataset, name: str) -> list[str]:
 
 def rebuild(dataset: Dataset) -> None:
     """Write the store of a dataset profiled before stores existed, from its original."""
-    from .profiling import read_limits, scan_original
+    from releases.services.profiling import read_limits, scan_original
 
     with (
         tempfile.TemporaryDirectory(dir=settings.FILE_UPLOAD_TEMP_DIR) as folder,

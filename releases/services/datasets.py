@@ -19,10 +19,12 @@ from django.db import transaction
 from django.http import Http404
 from django.utils import timezone
 
-from ..engine import Hierarchy, HierarchyError, tabular
-from ..engine.export import neutralise_formulas
-from ..engine.risk import class_sizes_of, risk_summary
-from ..models import (
+from releases.core import audit, roles, storage
+from releases.core.errors import InvalidInput
+from releases.engine import Hierarchy, HierarchyError, tabular
+from releases.engine.export import neutralise_formulas
+from releases.engine.risk import class_sizes_of, risk_summary
+from releases.models import (
     AuditEvent,
     BudgetEntry,
     Dataset,
@@ -31,17 +33,8 @@ from ..models import (
     ReleaseRequest,
     Role,
 )
-from ..models.datasets import ColumnType, DateOrder
-from . import (
-    InvalidInput,
-    audit,
-    column_store,
-    dispatch,
-    hierarchies,
-    profiling,
-    roles,
-    storage,
-)
+from releases.models.datasets import ColumnType, DateOrder
+from releases.services import column_store, dispatch, hierarchies, profiling
 
 PREVIEW_ROWS = profiling.PREVIEW_ROWS
 SUFFIXES = {"csv": ".csv", "tsv": ".tsv", "xlsx": ".xlsx", "parquet": ".parquet"}

@@ -19,7 +19,7 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from ..models import OutboxMessage
+from releases.models import OutboxMessage
 
 logger = logging.getLogger(__name__)
 
@@ -31,7 +31,7 @@ def enqueue(task_name: str, *args: int, redelivery: int = 0) -> OutboxMessage:
     """Record the task ``task_name`` (a name from ``releases.tasks``) and send it on commit.
 
     ``redelivery``: how many times this work was already sent again (the sweeper's backoff)."""
-    from .. import tasks
+    from releases import tasks
 
     if task_name not in tasks.BY_NAME:
         raise ValueError(f"Unknown task {task_name!r}.")
@@ -110,7 +110,7 @@ def waiting_count() -> int:
 
 def send(task_name: str, *args: int) -> None:
     """Send the task now, to the broker (or run it at once with eager Celery)."""
-    from .. import tasks
+    from releases import tasks
 
     tasks.BY_NAME[task_name].delay(*args)
 

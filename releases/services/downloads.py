@@ -16,9 +16,11 @@ from pathlib import PurePath
 
 from django.http import Http404
 
-from ..models import AuditEvent, ReleaseFile, ReleaseRequest
-from ..selectors import get_request_for, round_files
-from . import InvalidInput, audit, lifecycle, package, report, sharing, storage
+from releases.core import audit, storage
+from releases.core.errors import InvalidInput
+from releases.models import AuditEvent, ReleaseFile, ReleaseRequest
+from releases.selectors import get_request_for, round_files
+from releases.services import lifecycle, package, report, sharing
 
 logger = logging.getLogger(__name__)
 

@@ -10,9 +10,9 @@ import math
 import re
 from collections.abc import Iterable
 
-from ..engine import Hierarchy, HierarchyError
-from ..models import DatasetColumn
-from ..models.datasets import ColumnType, DateOrder
+from releases.engine import Hierarchy, HierarchyError
+from releases.models import DatasetColumn
+from releases.models.datasets import ColumnType, DateOrder
 
 Source = DatasetColumn.HierarchySource
 BUILDERS = [

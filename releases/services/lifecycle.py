@@ -27,8 +27,9 @@ from dataclasses import dataclass
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
-from ..models import ReleaseRequest, Reproduction, Review, TermsAcceptance
-from . import InvalidInput, roles
+from releases.core import roles
+from releases.core.errors import InvalidInput
+from releases.models import ReleaseRequest, Reproduction, Review, TermsAcceptance
 
 State = ReleaseRequest.State
 Kind = ReleaseRequest.Kind
@@ -138,7 +139,7 @@ def _not_voted(user, release_request: ReleaseRequest) -> str:
 
 
 def _checks_pass(user, release_request: ReleaseRequest) -> str:
-    from .review import checks  # the checks read the stored result
+    from releases.services.review import checks  # the checks read the stored result
 
     failed = [c for c in checks(release_request) if not c.passed]
     if failed:

@@ -23,8 +23,8 @@ import pyarrow.parquet as pq
 import xlsxwriter
 from django.conf import settings
 
-from ..engine.export import neutralise_formulas, write_csv
-from ..models import ReleaseFile
+from releases.engine.export import neutralise_formulas, write_csv
+from releases.models import ReleaseFile
 
 Format = ReleaseFile.Format
 
@@ -197,7 +197,7 @@ def engine_version() -> dict:
         version = importlib.metadata.version("anonymizer")
     except importlib.metadata.PackageNotFoundError:
         version = "unknown"
-    from .. import engine
+    from releases import engine
 
     return {
         "app": version,

@@ -28,11 +28,13 @@ from django.db import transaction
 from django.db.models import F
 from django.utils import timezone
 
-from ..engine import tabular
-from ..engine.tabular import ReadLimits, TableError, TableFormat, TableScan
-from ..models import AuditEvent, Dataset, DatasetColumn
-from ..models.datasets import ColumnType, DateOrder
-from . import InvalidInput, audit, column_store, leases, storage, suggestions
+from releases.core import audit, storage
+from releases.core.errors import InvalidInput
+from releases.engine import tabular
+from releases.engine.tabular import ReadLimits, TableError, TableFormat, TableScan
+from releases.models import AuditEvent, Dataset, DatasetColumn
+from releases.models.datasets import ColumnType, DateOrder
+from releases.services import column_store, leases, suggestions
 
 logger = logging.getLogger(__name__)
 

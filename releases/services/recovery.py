@@ -34,8 +34,16 @@ from django.db import transaction
 from django.db.models import Q
 from django.utils import timezone
 
-from ..models import AuditEvent, Dataset, EquivalenceClass, ReleaseRequest, Reproduction, Review
-from . import audit, dispatch, leases, lifecycle, profiling
+from releases.core import audit
+from releases.models import (
+    AuditEvent,
+    Dataset,
+    EquivalenceClass,
+    ReleaseRequest,
+    Reproduction,
+    Review,
+)
+from releases.services import dispatch, leases, lifecycle, profiling
 
 logger = logging.getLogger(__name__)
 
@@ -96,7 +104,7 @@ def _silent() -> Q:
 
 def recover_run(release_request: ReleaseRequest) -> str:
     """Give a run whose lease expired another attempt, or fail it; "" when it is alive."""
-    from .release import discard_attempt
+    from releases.services.release import discard_attempt
 
     lost = ReleaseRequest.objects.filter(
         _silent(),
@@ -399,7 +407,7 @@ def remove_dead_work_dirs() -> int:
 def sweep() -> dict:
     """The periodic sweep (Celery beat, and every worker start): send what the broker missed,
     retry or end what died, send again what was lost, expire releases past their date."""
-    from .sharing import expire_due
+    from releases.services.sharing import expire_due
 
     sent, waiting = dispatch.deliver_waiting()
     lost = recover_lost_work()

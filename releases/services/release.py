@@ -24,11 +24,12 @@ from django.db import connection, models, transaction
 from django.http import Http404
 from django.utils import timezone
 
-from .. import figures
-from ..engine import AnonymizationConfig, EngineError, Hierarchy, PrivacyModel, anonymize
-from ..engine.criteria import Classes, DataContext
-from ..engine.risk import class_sizes_of
-from ..models import (
+from releases.core import audit, figures, roles, storage
+from releases.core.errors import InvalidInput
+from releases.engine import AnonymizationConfig, EngineError, Hierarchy, PrivacyModel, anonymize
+from releases.engine.criteria import Classes, DataContext
+from releases.engine.risk import class_sizes_of
+from releases.models import (
     RELEASED_ROLES,
     UNCHANGED_ROLES,
     AuditEvent,
@@ -39,17 +40,7 @@ from ..models import (
     ReleaseRound,
     Role,
 )
-from . import (
-    InvalidInput,
-    audit,
-    datasets,
-    dispatch,
-    leases,
-    lifecycle,
-    package,
-    roles,
-    storage,
-)
+from releases.services import datasets, dispatch, leases, lifecycle, package
 
 logger = logging.getLogger(__name__)
 

@@ -15,11 +15,11 @@ from __future__ import annotations
 from django.db.models import Count
 from django.utils import timezone
 
-from .. import figures
-from ..engine import EngineError
-from ..engine.criteria import REGISTRY, DataContext, criterion_from_spec
-from ..models import UNCHANGED_ROLES, ReleaseRequest, Reproduction, Role
-from . import lifecycle, package
+from releases.core import figures
+from releases.engine import EngineError
+from releases.engine.criteria import REGISTRY, DataContext, criterion_from_spec
+from releases.models import UNCHANGED_ROLES, ReleaseRequest, Reproduction, Role
+from releases.services import lifecycle, package
 
 RECIPIENT = "recipient"
 REVIEWER = "reviewer"
@@ -353,11 +353,11 @@ def _class_sizes(release_request: ReleaseRequest, summary: dict) -> dict:
 
 def build(release_request: ReleaseRequest, audience: str) -> dict:
     """The report of the request's current round for ``audience`` (RECIPIENT or REVIEWER)."""
-    from ..selectors import current_approvals, recipient_names, round_files
-    from .review import checks
+    from releases.selectors import current_approvals, recipient_names, round_files
+    from releases.services.review import checks
 
     if release_request.kind == ReleaseRequest.Kind.STATISTICS:
-        from .statistics import report as statistics_report
+        from releases.services.statistics import report as statistics_report
 
         return statistics_report(release_request, audience)
 
@@ -502,7 +502,7 @@ def build(release_request: ReleaseRequest, audience: str) -> dict:
 
 
 def _stem(release_request: ReleaseRequest) -> str:
-    from .downloads import filename_stem
+    from releases.services.downloads import filename_stem
 
     return filename_stem(release_request)
 

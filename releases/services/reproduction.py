@@ -18,9 +18,11 @@ from django.db.models import F
 from django.http import Http404
 from django.utils import timezone
 
-from ..engine import EngineError
-from ..models import AuditEvent, ReleaseRequest, Reproduction
-from . import InvalidInput, audit, dispatch, leases, lifecycle, package, release
+from releases.core import audit
+from releases.core.errors import InvalidInput
+from releases.engine import EngineError
+from releases.models import AuditEvent, ReleaseRequest, Reproduction
+from releases.services import dispatch, leases, lifecycle, package, release
 
 logger = logging.getLogger(__name__)
 

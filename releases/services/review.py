@@ -19,10 +19,12 @@ from django.http import Http404
 from django.urls import reverse
 from django.utils import timezone
 
-from ..engine import Check
-from ..engine import checks as criteria_checks
-from ..models import AuditEvent, ReleaseRequest, Review, Role
-from . import InvalidInput, audit, budget, dispatch, lifecycle, package, sharing, storage
+from releases.core import audit, storage
+from releases.core.errors import InvalidInput
+from releases.engine import Check
+from releases.engine import checks as criteria_checks
+from releases.models import AuditEvent, ReleaseRequest, Review, Role
+from releases.services import budget, dispatch, lifecycle, package, sharing
 
 logger = logging.getLogger(__name__)
 
@@ -46,7 +48,7 @@ def checks(release_request: ReleaseRequest) -> list[Check]:
     the model run is the one requested, the columns released unchanged, every equivalence
     class, the package's files."""
     if release_request.kind == ReleaseRequest.Kind.STATISTICS:
-        from .statistics import checks as statistics_checks
+        from releases.services.statistics import checks as statistics_checks
 
         return statistics_checks(release_request)
     summary = release_request.summary or {}

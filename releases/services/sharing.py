@@ -10,9 +10,11 @@ from dataclasses import dataclass, field
 from django.db import IntegrityError, transaction
 from django.utils import timezone
 
-from ..models import AuditEvent, ReleaseRequest, TermsAcceptance
-from . import InvalidInput, audit, lifecycle
-from .release import locked
+from releases.core import audit
+from releases.core.errors import InvalidInput
+from releases.models import AuditEvent, ReleaseRequest, TermsAcceptance
+from releases.services import lifecycle
+from releases.services.release import locked
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,7 @@ class Additions:
 def add(user, release_request: ReleaseRequest, additions: Additions) -> None:
     """Name more recipients (never fewer) and set the expiry date; audited. Called by the
     review service inside its transaction, once the approval is allowed."""
-    from .release import Sharing, validate_sharing
+    from releases.services.release import Sharing, validate_sharing
 
     if not additions:
         return

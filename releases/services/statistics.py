@@ -41,9 +41,11 @@ from django.core.exceptions import PermissionDenied
 from django.db import transaction
 from django.utils import timezone
 
-from ..engine import EngineError, dp
-from ..engine.export import write_csv
-from ..models import (
+from releases.core import audit, roles, storage
+from releases.core.errors import InvalidInput
+from releases.engine import EngineError, dp
+from releases.engine.export import write_csv
+from releases.models import (
     AuditEvent,
     BudgetEntry,
     Dataset,
@@ -53,20 +55,9 @@ from ..models import (
     ReleaseRound,
     Role,
 )
-from ..models.datasets import RELEASED_ROLES
-from . import (
-    InvalidInput,
-    audit,
-    budget,
-    datasets,
-    dispatch,
-    leases,
-    lifecycle,
-    package,
-    roles,
-    storage,
-)
-from .release import (
+from releases.models.datasets import RELEASED_ROLES
+from releases.services import budget, datasets, dispatch, leases, lifecycle, package
+from releases.services.release import (
     RunCancelled,
     Sharing,
     claim_run,
@@ -78,7 +69,7 @@ from .release import (
     soft_limit_message,
     validate_sharing,
 )
-from .review import Check
+from releases.services.review import Check
 
 logger = logging.getLogger(__name__)
 
@@ -953,9 +944,9 @@ def report(release_request: ReleaseRequest, audience: str) -> dict:
     privacy unit, composition) with the noisy values, the budget figures, the approvals, the
     files and the terms: the noisy statistics are the release, nothing of the original is in
     it. Officers and the requester also get the checks, every review and the recipients."""
-    from ..selectors import current_approvals, recipient_names, round_files
-    from .downloads import filename_stem
-    from .report import REPORT_VERSION, REVIEWER, _iso
+    from releases.selectors import current_approvals, recipient_names, round_files
+    from releases.services.downloads import filename_stem
+    from releases.services.report import REPORT_VERSION, REVIEWER, _iso
 
     files = round_files(release_request)
     approvals = list(current_approvals(release_request))
@@ -1072,7 +1063,7 @@ def _statistics_sections(release_request: ReleaseRequest) -> dict:
 
 def compliance(release_request: ReleaseRequest, files: list) -> list[dict]:
     """The checklist items of a statistics release, each from facts the app holds."""
-    from .report import DONE, NOT_APPLICABLE, OPEN, _item
+    from releases.services.report import DONE, NOT_APPLICABLE, OPEN, _item
 
     summary = release_request.summary or {}
     items = []

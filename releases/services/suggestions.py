@@ -19,8 +19,8 @@ from dataclasses import dataclass
 
 import pandas as pd
 
-from ..models import Role
-from ..models.datasets import ColumnType
+from releases.models import Role
+from releases.models.datasets import ColumnType
 
 SAMPLE = 2000
 

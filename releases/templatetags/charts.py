@@ -382,7 +382,7 @@ def percent(value, digits: int = 1) -> str:
 @register.filter
 def report_size_chart(class_sizes: dict) -> dict:
     """The release report's class sizes (after release only) as the size chart reads them."""
-    from ..figures import size_chart_from_bins
+    from releases.core.figures import size_chart_from_bins
 
     class_sizes = class_sizes or {}
     return size_chart_from_bins(

@@ -13,13 +13,15 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from .. import selectors, statistics_selectors
-from ..engine import HierarchyError
-from ..forms import ReleaseRequestForm, UploadForm
-from ..models import DatasetColumn, Role
-from ..models.datasets import ColumnType, DateOrder
-from ..services import InvalidInput, datasets, hierarchies, recovery, roles
-from ._common import is_htmx as _is_htmx
+from releases import selectors, statistics_selectors
+from releases.core import roles
+from releases.core.errors import InvalidInput
+from releases.engine import HierarchyError
+from releases.forms import ReleaseRequestForm, UploadForm
+from releases.models import DatasetColumn, Role
+from releases.models.datasets import ColumnType, DateOrder
+from releases.services import datasets, hierarchies, recovery
+from releases.views._common import is_htmx as _is_htmx
 
 # Multipart framing and the other fields around the file.
 UPLOAD_OVERHEAD_BYTES = 64 * 1024

@@ -6,8 +6,8 @@ from django.http import HttpRequest, HttpResponse
 from django.shortcuts import render
 from django.views.decorators.http import require_GET
 
-from .. import selectors
-from ..services import roles
+from releases import selectors
+from releases.core import roles
 
 
 @require_GET

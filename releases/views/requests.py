@@ -13,12 +13,13 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
 
-from .. import selectors
-from ..engine import EngineError, parse_levels
-from ..forms import ReleaseRequestForm, ResubmitForm, ReviewForm, RevokeForm
-from ..models import ReleaseFile, ReleaseRequest
-from ..services import (
-    InvalidInput,
+from releases import selectors
+from releases.core import storage
+from releases.core.errors import InvalidInput
+from releases.engine import EngineError, parse_levels
+from releases.forms import ReleaseRequestForm, ResubmitForm, ReviewForm, RevokeForm
+from releases.models import ReleaseFile, ReleaseRequest
+from releases.services import (
     datasets,
     downloads,
     lifecycle,
@@ -27,10 +28,9 @@ from ..services import (
     reproduction,
     review,
     sharing,
-    storage,
 )
-from ._common import is_htmx as _is_htmx
-from .datasets import dataset_context
+from releases.views._common import is_htmx as _is_htmx
+from releases.views.datasets import dataset_context
 
 
 @require_POST

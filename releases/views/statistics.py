@@ -11,11 +11,12 @@ from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
 
-from .. import selectors, statistics_selectors
-from ..forms import BudgetForm, SharingForm, StatisticsQueryForm, StatisticsQueryFormSet
-from ..models import ReleaseRequest
-from ..services import InvalidInput, budget, datasets, statistics
-from ._common import is_htmx as _is_htmx
+from releases import selectors, statistics_selectors
+from releases.core.errors import InvalidInput
+from releases.forms import BudgetForm, SharingForm, StatisticsQueryForm, StatisticsQueryFormSet
+from releases.models import ReleaseRequest
+from releases.services import budget, datasets, statistics
+from releases.views._common import is_htmx as _is_htmx
 
 PREFIX = "q"
 

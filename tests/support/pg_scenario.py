@@ -21,8 +21,10 @@ from django.contrib.auth.models import Group, User  # noqa: E402
 from django.core.exceptions import PermissionDenied  # noqa: E402
 from django.core.files.uploadedfile import SimpleUploadedFile  # noqa: E402
 
+from releases.core import roles  # noqa: E402
+from releases.core.errors import InvalidInput  # noqa: E402
 from releases.models import ReleaseRequest, Role  # noqa: E402
-from releases.services import InvalidInput, datasets, release, review, roles  # noqa: E402
+from releases.services import datasets, release, review  # noqa: E402
 from releases.services.release import ReleaseParameters  # noqa: E402
 
 

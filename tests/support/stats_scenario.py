@@ -22,8 +22,9 @@ django.setup()
 
 from django.contrib.auth.models import Group, User  # noqa: E402
 
+from releases.core import roles  # noqa: E402
 from releases.models import ReleaseRequest, Role  # noqa: E402
-from releases.services import budget, dispatch, roles, statistics  # noqa: E402
+from releases.services import budget, dispatch, statistics  # noqa: E402
 from tests.support import factories  # noqa: E402
 from tests.support.workflow import tag  # noqa: E402
 

@@ -78,7 +78,8 @@ def approve(officer, release_request: ReleaseRequest, *recipients) -> ReleaseReq
 
 def download(user, release_request: ReleaseRequest, fmt: str = "csv") -> bytes:
     """Accept the terms (once) and download ``fmt`` through the service; the file's bytes."""
-    from releases.services import downloads, lifecycle, sharing, storage
+    from releases.core import storage
+    from releases.services import downloads, lifecycle, sharing
 
     if not lifecycle.has_accepted_terms(user, release_request):
         sharing.accept_terms(user, release_request.pk)

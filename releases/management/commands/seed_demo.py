@@ -20,7 +20,7 @@ from django.contrib.auth.models import Group
 from django.core.files import File
 from django.core.management.base import BaseCommand, CommandError
 
-from releases.services import roles
+from releases.core import roles
 
 DEMO_ACCOUNTS = [
     ("steward", roles.STEWARDS),

@@ -6,7 +6,7 @@ from typing import Any
 
 from django.db.models import Q, QuerySet
 
-from ..models import AuditEvent, Dataset, ReleaseRequest
+from releases.models import AuditEvent, Dataset, ReleaseRequest
 
 
 def record(
