@@ -52,8 +52,9 @@ def _child(step: str, arg: str) -> dict:
     from django.core.files.uploadedfile import UploadedFile
 
     from releases.core import roles
+    from releases.datasets import profiling
+    from releases.datasets import services as datasets
     from releases.models import Dataset
-    from releases.services import datasets, profiling
 
     t0 = time.perf_counter()
     if step == "upload":

@@ -1,5 +1,5 @@
-from releases import selectors
 from releases.core import roles as role_checks
+from releases.review import selectors
 
 
 def roles(request) -> dict:

@@ -14,7 +14,7 @@ from django.urls import reverse
 
 from releases.core.errors import InvalidInput
 from releases.models import AuditEvent, DatasetColumn, ReleaseRequest, Role
-from releases.services import review
+from releases.review import services as review
 from tests.conftest import csv_upload
 from tests.support import factories
 from tests.support.workflow import request_release, run, tag
@@ -153,8 +153,8 @@ def test_a_column_released_unchanged_that_is_mostly_unique_cannot_be_approved(
 
 
 def request_release_with(steward, dataset, justifications: dict[str, str]):
-    from releases.services import release
-    from releases.services.release import ReleaseParameters
+    from releases.requests import services as release
+    from releases.requests.parameters import ReleaseParameters
 
     return release.request_release(
         steward,

@@ -6,8 +6,9 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from releases.background import outbox as dispatch
+from releases.background import recovery
 from releases.models import Dataset, OutboxMessage, ReleaseRequest, Role
-from releases.services import dispatch, recovery
 from tests.support import processes
 from tests.support.factories import make_dataset, synthetic_csv
 from tests.support.workflow import tag

@@ -14,9 +14,13 @@ import pytest
 from django.urls import reverse
 
 from releases.core import storage
+from releases.datasets import column_store
+from releases.datasets import risk as datasets
 from releases.models import OutboxMessage, Role
-from releases.services import column_store, datasets, package, release
-from releases.services.release import ReleaseParameters
+from releases.requests import package
+from releases.requests import run as release_run
+from releases.requests import services as release
+from releases.requests.parameters import ReleaseParameters
 from tests.support import factories
 from tests.support.workflow import run, tag
 
@@ -52,8 +56,10 @@ def notes(steward):
 
 
 def _package(dataset, snapshot, tmp_path, name):
-    frame, _ = release.load_released(dataset, snapshot)
-    built = release.build_release(frame, snapshot, ReleaseParameters(k=3, suppression_limit=0.1), 7)
+    frame, _ = release_run.load_released(dataset, snapshot)
+    built = release_run.build_release(
+        frame, snapshot, ReleaseParameters(k=3, suppression_limit=0.1), 7
+    )
     folder = tmp_path / name
     folder.mkdir()
     written = package.write_package(built.data, folder)
@@ -90,7 +96,7 @@ def test_sensitive_values_per_class_counted_from_codes_match_a_group_by():
             "diagnosis": pd.Categorical(rng.choice(["flu", "asthma", "gout"], 500)),
         }
     )
-    counted = release.value_counts_by_class(frame, ["age", "zip"], "diagnosis")
+    counted = release_run.value_counts_by_class(frame, ["age", "zip"], "diagnosis")
     grouped = frame.groupby(["age", "zip", "diagnosis"], observed=True).size()
     expected: dict = {}
     for (age, zip_code, value), count in grouped.items():

@@ -22,8 +22,8 @@ from django.contrib.auth.models import Group, User  # noqa: E402
 
 from releases.core import roles  # noqa: E402
 from releases.core.errors import InvalidInput  # noqa: E402
+from releases.datasets import budget  # noqa: E402
 from releases.models import Dataset  # noqa: E402
-from releases.services import budget  # noqa: E402
 
 
 def user(name: str, group: str) -> User:
