@@ -13,6 +13,7 @@ import pandas as pd
 import pytest
 from django.urls import reverse
 
+from releases.background import recovery
 from releases.core import storage
 from releases.datasets import column_store
 from releases.datasets import risk as datasets
@@ -134,6 +135,7 @@ def test_the_risk_panel_of_a_large_dataset_is_measured_by_a_worker(notes, stewar
     with mock.patch.object(datasets, "INLINE_RISK_ROWS", 10):
         pending = client.get(url, HTTP_HX_REQUEST="true").content.decode()
         assert 'id="risk-pending"' in pending and 'hx-trigger="load delay:2s"' in pending
+        recovery.sweep()  # the sweeper asks a worker (the panel only reads)
         assert OutboxMessage.objects.filter(task_name="releases.dataset_risk").count() == 1
         client.get(url, HTTP_HX_REQUEST="true")  # asked once, not once per poll
         assert OutboxMessage.objects.filter(task_name="releases.dataset_risk").count() == 1
@@ -144,6 +146,31 @@ def test_the_risk_panel_of_a_large_dataset_is_measured_by_a_worker(notes, stewar
     assert figures["quasi_identifiers"] == ["age", "sex"] and figures["rows"] == 300
     assert done.count('id="unique-rows"') == 1
     assert f">{figures['unique_rows']}<" in done
+
+
+def test_a_role_change_on_a_large_dataset_asks_a_worker_once_and_the_panel_only_reads(
+    notes, steward, client
+):
+    client.force_login(steward)
+    age = notes.columns.get(name="age")
+    url = reverse("releases:dataset_risk", args=[notes.pk])
+    asked = OutboxMessage.objects.filter(task_name="releases.dataset_risk")
+    with mock.patch.object(datasets, "INLINE_RISK_ROWS", 10):
+        client.post(
+            reverse("releases:column_update", args=[notes.pk, age.pk]),
+            {f"role-{age.pk}": Role.INSENSITIVE},
+            HTTP_HX_REQUEST="true",
+        )
+        assert asked.count() == 1 and asked.get().args == [notes.pk]
+        for _ in range(2):  # polled: read, never asked again
+            page = client.get(url, HTTP_HX_REQUEST="true").content.decode()
+            assert 'id="risk-pending"' in page
+        recovery.sweep()  # asked moments ago: not again
+        assert asked.count() == 1
+        datasets.store_risk(notes.pk)
+        done = client.get(url, HTTP_HX_REQUEST="true").content.decode()
+    assert 'id="unique-rows"' in done
+    assert notes.__class__.objects.get(pk=notes.pk).risk["quasi_identifiers"] == ["sex"]
 
 
 def test_the_package_moves_into_local_storage_and_uploads_to_object_storage(notes, tmp_path):

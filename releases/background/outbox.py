@@ -128,7 +128,8 @@ def send(task_name: str, *args: int) -> None:
     registered()[task_name].delay(*args)
 
 
-def purge_sent(older_than: timedelta = timedelta(days=7)) -> int:
-    """Delete sent messages older than ``older_than``: they are only kept for inspection."""
+def purge_sent(older_than: timedelta) -> int:
+    """Delete sent messages older than ``older_than``: they are only kept for inspection
+    (Celery beat runs it daily with ``OUTBOX_RETENTION_DAYS``)."""
     deleted, _ = OutboxMessage.objects.filter(sent_at__lt=timezone.now() - older_than).delete()
     return deleted

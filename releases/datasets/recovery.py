@@ -1,6 +1,7 @@
 """What the sweeper does for datasets (registered from ``ReleasesConfig.ready``): a profiling
-whose worker died gets another attempt or the file is refused with a reason, and a dataset
-still waiting for a worker long after its message went out is sent again."""
+whose worker died gets another attempt or the file is refused with a reason, a dataset still
+waiting for a worker long after its message went out is sent again, and a large dataset whose
+risk figures are missing gets a worker asked for them."""
 
 from __future__ import annotations
 
@@ -10,7 +11,7 @@ from django.db import transaction
 
 from releases.background import leases, outbox, recovery
 from releases.core import audit
-from releases.datasets import profiling
+from releases.datasets import profiling, risk
 from releases.datasets.selectors import PROFILE_TASK
 from releases.models import AuditEvent, Dataset
 
@@ -64,15 +65,6 @@ def waiting_profilings() -> list[tuple[str, int]]:
     ]
 
 
-def check_dataset(dataset: Dataset) -> bool:
-    """Resolve this dataset's expired lease or lost message now; True when it changed."""
-    if dataset.status == Dataset.Status.PROFILING:
-        return bool(recovery.is_silent(dataset.heartbeat_at) and recover_profiling(dataset))
-    if dataset.status == Dataset.Status.PENDING:
-        return recovery.redeliver(PROFILE_TASK, dataset.pk)
-    return False
-
-
 recovery.register(
     recovery.Work(
         "profilings",
@@ -82,3 +74,4 @@ recovery.register(
     ),
     waiting=waiting_profilings,
 )
+recovery.register_periodic(recovery.Periodic("risks_asked", risk.ask_missing_risks))

@@ -1,6 +1,10 @@
 """The re-identification risk of a dataset before release, on the quasi-identifiers tagged now:
 rows unique on them and the prosecutor risk of the data as they are. Small datasets are measured
 in the page's request; larger ones by a worker (``store_risk``), whose figures the panel reads.
+
+The panel only reads: a worker is asked (:func:`request_risk`) when the roles change, in the
+transaction that changes them, and by the sweeper for a large dataset whose figures are
+missing (the limit was lowered, or the worker asked died).
 """
 
 from __future__ import annotations
@@ -8,7 +12,7 @@ from __future__ import annotations
 from django.db import transaction
 from django.utils import timezone
 
-from releases.background import outbox
+from releases.background import outbox, recovery
 from releases.datasets import column_store
 from releases.engine.risk import class_sizes_of, risk_summary
 from releases.models import Dataset, Role
@@ -18,10 +22,8 @@ RISK_TASK = "releases.dataset_risk"
 
 
 #: Datasets up to this many rows have their risk computed in the page's request (tens of
-#: milliseconds); larger ones by a worker, the panel asking again until it is stored.
+#: milliseconds); larger ones by a worker, the panel polling until it is stored.
 INLINE_RISK_ROWS = 200_000
-
-
 #: A computation asked for this long ago and not stored is asked for again (its worker died).
 RISK_RETRY_SECONDS = 120
 
@@ -38,8 +40,9 @@ def reidentification_risk(dataset: Dataset) -> dict:
     """Rows unique on the chosen quasi-identifiers, and the prosecutor risk of the data as is.
 
     Small datasets are measured here; for large ones the figures a worker stored for these
-    quasi-identifiers, or ``{"pending": True}`` while a worker computes them (asked for here):
-    a web request never reads millions of rows."""
+    quasi-identifiers, or ``{"pending": True}`` while a worker computes them (asked for when
+    the roles changed, or by the sweeper): a web request never reads millions of rows, and
+    writes nothing."""
     quasi = _quasi_identifiers(dataset)
     if not quasi or not dataset.is_ready:
         return {"quasi_identifiers": quasi, "rows": dataset.row_count}
@@ -48,12 +51,39 @@ def reidentification_risk(dataset: Dataset) -> dict:
         return stored
     if dataset.row_count <= INLINE_RISK_ROWS:
         return measure_risk(dataset, quasi)
-    now = timezone.now().timestamp()
-    if stored.get("pending") != quasi or now - stored.get("asked_at", 0) > RISK_RETRY_SECONDS:
-        with transaction.atomic():
-            Dataset.objects.filter(pk=dataset.pk).update(risk={"pending": quasi, "asked_at": now})
-            outbox.enqueue(RISK_TASK, dataset.pk)
     return {"quasi_identifiers": quasi, "rows": dataset.row_count, "pending": True}
+
+
+def request_risk(dataset: Dataset) -> bool:
+    """Ask a worker for the risk on the quasi-identifiers tagged now, when the dataset is too
+    large to measure in a page and its figures for them are neither stored nor asked for
+    within ``RISK_RETRY_SECONDS``; returns whether it asked. Sent once the caller's
+    transaction commits (it is rolled back with it)."""
+    current = Dataset.objects.filter(pk=dataset.pk).values("status", "row_count", "risk").first()
+    if current is None or current["status"] != Dataset.Status.READY:
+        return False
+    if (current["row_count"] or 0) <= INLINE_RISK_ROWS:
+        return False
+    quasi = _quasi_identifiers(dataset)
+    stored = current["risk"] or {}
+    if not quasi or (stored.get("quasi_identifiers") == quasi and "classes" in stored):
+        return False
+    now = timezone.now().timestamp()
+    if stored.get("pending") == quasi and now - stored.get("asked_at", 0) <= RISK_RETRY_SECONDS:
+        return False
+    with transaction.atomic():
+        Dataset.objects.filter(pk=dataset.pk).update(risk={"pending": quasi, "asked_at": now})
+        outbox.enqueue(RISK_TASK, dataset.pk)
+    return True
+
+
+def ask_missing_risks() -> int:
+    """The sweeper's part: large datasets whose figures for their quasi-identifiers are
+    missing get a worker asked; returns how many."""
+    large = Dataset.objects.filter(
+        status=Dataset.Status.READY, row_count__gt=INLINE_RISK_ROWS
+    ).order_by("pk")
+    return sum(request_risk(dataset) for dataset in large[: recovery.SWEEP_BATCH])
 
 
 def store_risk(dataset_id: int) -> None:

@@ -22,7 +22,7 @@ from django.http import Http404
 from releases.background import outbox
 from releases.core import audit, roles, storage
 from releases.core.errors import InvalidInput
-from releases.datasets import column_store, hierarchies
+from releases.datasets import column_store, hierarchies, risk
 from releases.datasets.profiles import column_profile
 from releases.datasets.selectors import (
     PROFILE_TASK,
@@ -274,6 +274,8 @@ def set_column_role(user, dataset: Dataset, column_id: int, role: str) -> Datase
             column.role = role
             column.save(update_fields=["role"])
             _tagging_event(user, dataset, column, role=role, previous_role=previous)
+            if Role.QUASI_IDENTIFIER in (role, previous):
+                risk.request_risk(dataset)  # a large dataset's panel needs a worker
     return column
 
 
@@ -384,6 +386,8 @@ def accept_suggestions(user, dataset: Dataset) -> int:
                     suggestion=column.suggestion_reason,
                 )
                 changed += 1
+        if changed:
+            risk.request_risk(dataset)  # a large dataset's panel needs a worker
     return changed
 
 

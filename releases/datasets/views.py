@@ -15,7 +15,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from releases.core import roles
 from releases.core.errors import InvalidInput
 from releases.core.http import is_htmx as _is_htmx
-from releases.datasets import hierarchies, recovery, risk, selectors, services
+from releases.datasets import hierarchies, risk, selectors, services
 from releases.datasets.forms import UploadForm
 from releases.models import DatasetColumn
 
@@ -85,11 +85,9 @@ def dataset_list(request: HttpRequest) -> HttpResponse:
 
 @require_GET
 def dataset_status(request: HttpRequest, dataset_id: int) -> HttpResponse:
-    """Polled while the file is read and profiled; reloads the page once it is final."""
+    """Polled while the file is read and profiled; reloads the page once it is final (reads
+    only: a lost worker or message is the sweeper's)."""
     dataset = selectors.get_dataset_for(request.user, dataset_id)
-    # The page polling a dataset resolves its lost worker or message (not only beat).
-    if recovery.check_dataset(dataset):
-        dataset.refresh_from_db()
     if dataset.is_final and _is_htmx(request):
         return HttpResponse(status=200, headers={"HX-Refresh": "true"})
     return render(

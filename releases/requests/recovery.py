@@ -142,17 +142,6 @@ def waiting_reproductions() -> list[tuple[str, int]]:
     ]
 
 
-def check_request(release_request: ReleaseRequest) -> bool:
-    """Resolve this request's expired lease or lost message now; True when it changed."""
-    if release_request.state == State.RUNNING:
-        return bool(
-            recovery.is_silent(release_request.heartbeat_at) and recover_run(release_request)
-        )
-    if release_request.state == State.QUEUED:
-        return recovery.redeliver(kinds.of(release_request).task, release_request.pk)
-    return False
-
-
 recovery.register(
     recovery.Work("runs", ReleaseRequest, running={"state": State.RUNNING}, recover=recover_run),
     waiting=waiting_runs,

@@ -17,7 +17,7 @@ from releases.core.http import error_page
 from releases.core.http import is_htmx as _is_htmx
 from releases.datasets import selectors as dataset_selectors
 from releases.models import ReleaseFile
-from releases.requests import downloads, recovery, reproduction, selectors, services
+from releases.requests import downloads, reproduction, selectors, services
 from releases.requests.forms import ReleaseRequestForm, RevokeForm
 
 
@@ -70,10 +70,9 @@ def request_decisions(request: HttpRequest, dataset_id: int) -> HttpResponse:
 
 @require_GET
 def request_status(request: HttpRequest, request_id: int) -> HttpResponse:
+    """Polled while the request is queued or running (reads only: a lost worker or message is
+    the sweeper's)."""
     release_request = selectors.get_request_for(request.user, request_id)
-    # The page polling a request resolves its lost worker or message (not only beat).
-    if recovery.check_request(release_request):
-        release_request.refresh_from_db()
     response = render(
         request,
         "releases/request_detail.html#status",
