@@ -64,6 +64,7 @@ test-second-python:
 lint: install-test
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/lint-imports
 	$(VENV)/bin/mypy releases/engine
 
 format: install-test

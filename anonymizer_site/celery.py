@@ -1,11 +1,14 @@
-"""Celery application: the broker is Redis (REDIS_URL); tasks live in ``releases.tasks``."""
+"""Celery application: the broker is Redis (REDIS_URL); autodiscovery finds the tasks through
+``releases.tasks``, which imports each feature's."""
 
 import logging
 import os
 import resource
+import tempfile
 
 from celery import Celery
 from celery.signals import worker_process_init, worker_ready
+from django.conf import settings
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "anonymizer_site.settings")
 
@@ -20,7 +23,9 @@ logger = logging.getLogger(__name__)
 def sweep_at_start(**_kwargs) -> None:
     """A starting worker sweeps at once (beat may not run yet, or not at all): what a dead
     worker left running gets another attempt or a reason, lost messages go out again."""
-    from releases.services.recovery import sweep
+    # Imported when the signal fires: this module loads with the settings, before Django's
+    # app registry (which the sweeper's models need) is ready.
+    from releases.background.recovery import sweep
 
     try:
         sweep()
@@ -46,11 +51,8 @@ def limit_memory(megabytes: int) -> None:
 def prepare_pool_process(**_kwargs) -> None:
     """Each pool process: its memory ceiling, and a temporary folder of its own (the folders of
     processes killed with -9 are removed here, as the process replacing them starts)."""
-    import tempfile
-
-    from django.conf import settings
-
-    from releases.services.recovery import use_process_work_dir
+    # Imported when the signal fires, after Django's setup (see ``sweep_at_start``).
+    from releases.background.recovery import use_process_work_dir
 
     limit_memory(settings.WORKER_MEMORY_LIMIT_MB)
     try:

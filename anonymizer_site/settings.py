@@ -296,8 +296,12 @@ REDELIVER_SECONDS = float(os.environ.get("REDELIVER_SECONDS", "120"))
 # Celery beat runs the sweeper that finishes what dead workers and lost messages left behind.
 SWEEP_SECONDS = float(os.environ.get("SWEEP_SECONDS", "30"))
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+# Sent messages stay in the outbox this many days (to inspect what was sent), then beat
+# deletes them once a day.
+OUTBOX_RETENTION_DAYS = float(os.environ.get("OUTBOX_RETENTION_DAYS", "7"))
 CELERY_BEAT_SCHEDULE = {
     "sweep-work": {"task": "releases.sweep_work", "schedule": float(SWEEP_SECONDS)},
+    "purge-outbox": {"task": "releases.purge_outbox", "schedule": 24 * 3600.0},
 }
 # A worker that dies hands its task back to the queue; the services' claims keep it single.
 CELERY_TASK_REJECT_ON_WORKER_LOST = True

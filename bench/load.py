@@ -51,7 +51,7 @@ def seed_volume(ready: int, events: int) -> dict:
     from django.contrib.auth import get_user_model
 
     from releases.models import AuditEvent, EquivalenceClass, ReleaseRequest
-    from releases.services import sharing
+    from releases.requests import services as sharing
 
     users = get_user_model().objects
     steward, recipient = users.get(username="steward"), users.get(username="recipient")

@@ -58,9 +58,14 @@ def _child(args: argparse.Namespace) -> dict:
     from django.test.utils import CaptureQueriesContext
     from django.urls import reverse
 
+    from releases.core import roles
+    from releases.datasets import profiling
+    from releases.datasets import services as datasets
     from releases.models import Role
-    from releases.services import datasets, profiling, release, review, roles, sharing
-    from releases.services.sharing import Additions
+    from releases.requests import services as release
+    from releases.requests import services as sharing
+    from releases.requests.services import Additions
+    from releases.review import services as review
     from tests.support import scale
 
     call_command("migrate", verbosity=0)

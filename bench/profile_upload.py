@@ -51,8 +51,10 @@ def _child(step: str, arg: str) -> dict:
     from django.contrib.auth.models import Group
     from django.core.files.uploadedfile import UploadedFile
 
+    from releases.core import roles
+    from releases.datasets import profiling
+    from releases.datasets import services as datasets
     from releases.models import Dataset
-    from releases.services import datasets, profiling, roles
 
     t0 = time.perf_counter()
     if step == "upload":

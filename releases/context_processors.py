@@ -1,5 +1,5 @@
-from . import selectors
-from .services import roles as role_checks
+from releases.core import roles as role_checks
+from releases.review import selectors
 
 
 def roles(request) -> dict:

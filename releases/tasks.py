@@ -1,59 +1,27 @@
-"""Celery tasks: thin wrappers around the services."""
+"""Celery's autodiscovery imports this module (``<app>.tasks`` of every installed app): it
+imports each feature's tasks, which registers them with Celery by name.
 
-from celery import shared_task
+Nothing else imports a tasks module: work is enqueued by name through the outbox
+(``background.outbox``). The sweep is Celery beat's (``anonymizer_site/settings.py``).
+"""
 
-from .services import datasets, profiling, recovery, release, reproduction, review, statistics
+from releases.background import tasks as background
+from releases.datasets import tasks as datasets
+from releases.requests import tasks as requests
+from releases.review import tasks as review
+from releases.statistics import tasks as statistics
 
-
-@shared_task(name="releases.run_release")
-def run_release_task(request_id: int) -> None:
-    # Recovery and redelivery send this task for any request: a statistics release runs its
-    # own body (which spends once per round, however often it is sent).
-    if statistics.is_statistics_request(request_id):
-        statistics.run_statistics(request_id)
-    else:
-        release.run_release(request_id)
-
-
-@shared_task(name="releases.run_statistics")
-def run_statistics_task(request_id: int) -> None:
-    statistics.run_statistics(request_id)
-
-
-@shared_task(name="releases.profile_dataset")
-def profile_dataset_task(dataset_id: int) -> None:
-    profiling.profile_dataset(dataset_id)
-
-
-@shared_task(name="releases.dataset_risk")
-def dataset_risk_task(dataset_id: int) -> None:
-    datasets.store_risk(dataset_id)
-
-
-@shared_task(name="releases.notify_requester")
-def notify_requester_task(review_id: int) -> None:
-    review.notify_requester(review_id)
-
-
-@shared_task(name="releases.sweep_work")
-def sweep_work_task() -> None:
-    recovery.sweep()
-
-
-@shared_task(name="releases.reproduce_release")
-def reproduce_release_task(reproduction_id: int) -> None:
-    reproduction.reproduce(reproduction_id)
-
-
-#: The tasks by name, for ``services.dispatch``.
+#: The tasks the outbox sends (the features' work), by name.
 BY_NAME = {
     task.name: task
     for task in (
-        run_release_task,
-        run_statistics_task,
-        profile_dataset_task,
-        dataset_risk_task,
-        notify_requester_task,
-        reproduce_release_task,
+        requests.run_release_task,
+        statistics.run_statistics_task,
+        datasets.profile_dataset_task,
+        datasets.dataset_risk_task,
+        review.notify_requester_task,
+        requests.reproduce_release_task,
     )
 }
+
+__all__ = ["BY_NAME", "background"]

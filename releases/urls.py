@@ -1,13 +1,16 @@
 from django.urls import path
 
-from .views import datasets, home, requests, statistics
+from releases.datasets import views as datasets
+from releases.requests import views as requests
+from releases.review import views as review
+from releases.statistics import views as statistics
 
 app_name = "releases"
 
 urlpatterns = [
-    path("", home.home, name="home"),
+    path("", review.home, name="home"),
     path("datasets/", datasets.dataset_list, name="dataset_list"),
-    path("datasets/<int:dataset_id>/", datasets.dataset_detail, name="dataset_detail"),
+    path("datasets/<int:dataset_id>/", requests.dataset_detail, name="dataset_detail"),
     path("datasets/<int:dataset_id>/tagging/", datasets.tagging, name="tagging"),
     path("datasets/<int:dataset_id>/status/", datasets.dataset_status, name="dataset_status"),
     path("datasets/<int:dataset_id>/delete/", datasets.dataset_delete, name="dataset_delete"),
@@ -72,22 +75,22 @@ urlpatterns = [
     path("budgets/<int:dataset_id>/", statistics.budget_detail, name="budget_detail"),
     path("budgets/<int:dataset_id>/set/", statistics.budget_set, name="budget_set"),
     path("budgets/<int:dataset_id>/ledger/", statistics.ledger, name="ledger"),
-    path("requests/<int:request_id>/", requests.request_detail, name="request_detail"),
+    path("requests/<int:request_id>/", review.request_detail, name="request_detail"),
     path("requests/<int:request_id>/status/", requests.request_status, name="request_status"),
-    path("requests/<int:request_id>/classes/", requests.request_classes, name="request_classes"),
-    path("requests/<int:request_id>/activity/", requests.request_activity, name="request_activity"),
+    path("requests/<int:request_id>/classes/", review.request_classes, name="request_classes"),
+    path("requests/<int:request_id>/activity/", review.request_activity, name="request_activity"),
     path(
         "requests/<int:request_id>/section/<str:section>/",
-        requests.request_section,
+        review.request_section,
         name="request_section",
     ),
     path(
         "requests/<int:request_id>/classes/<int:class_id>/",
-        requests.class_detail,
+        review.class_detail,
         name="class_detail",
     ),
-    path("requests/<int:request_id>/review/", requests.request_review, name="request_review"),
-    path("requests/<int:request_id>/resubmit/", requests.request_resubmit, name="request_resubmit"),
+    path("requests/<int:request_id>/review/", review.request_review, name="request_review"),
+    path("requests/<int:request_id>/resubmit/", review.request_resubmit, name="request_resubmit"),
     path("requests/<int:request_id>/rerun/", requests.request_rerun, name="request_rerun"),
     path("requests/<int:request_id>/cancel/", requests.request_cancel, name="request_cancel"),
     path("requests/<int:request_id>/revoke/", requests.request_revoke, name="request_revoke"),
@@ -104,12 +107,12 @@ urlpatterns = [
         requests.download_file,
         name="download_file",
     ),
-    path("requests/<int:request_id>/report/", requests.report, name="report"),
+    path("requests/<int:request_id>/report/", review.report, name="report"),
     path(
         "requests/<int:request_id>/report.json",
-        requests.download_report,
+        review.download_report,
         name="download_report",
     ),
-    path("reviews/", requests.review_queue, name="review_queue"),
+    path("reviews/", review.review_queue, name="review_queue"),
     path("releases/", requests.release_list, name="release_list"),
 ]

@@ -24,7 +24,7 @@ START = "<!-- lifecycle:start -->"
 END = "<!-- lifecycle:end -->"
 
 # The one place that names where the transition table lives.
-LIFECYCLE_MODULE = "releases.services.lifecycle"
+LIFECYCLE_MODULE = "releases.requests.rules"
 
 
 def load_transitions() -> dict:

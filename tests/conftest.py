@@ -17,8 +17,8 @@ from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from releases.core import roles
 from releases.models import Role
-from releases.services import roles
 from tests.support import factories, processes, tiers, workflow
 
 ADULT = Path(__file__).parent / "data" / "adult"

@@ -22,8 +22,9 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
+from releases.core import storage
+from releases.datasets import services as datasets
 from releases.models import ReleaseRequest, Role
-from releases.services import datasets, storage
 from tests.support import world as world_support
 
 State = ReleaseRequest.State
@@ -276,8 +277,10 @@ def test_only_recipients_and_purpose_groups_can_be_named_and_expiry_is_not_past(
 ):
     from django.contrib.auth.models import Group
 
-    from releases.services import InvalidInput, roles
-    from releases.services.release import ReleaseParameters, Sharing, request_release
+    from releases.core import roles
+    from releases.core.errors import InvalidInput
+    from releases.requests.parameters import ReleaseParameters
+    from releases.requests.services import Sharing, request_release
     from tests.support import factories
     from tests.support.workflow import tag
 

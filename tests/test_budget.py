@@ -11,10 +11,11 @@ import pytest
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
 
+from releases.core.errors import InvalidInput
+from releases.datasets import budget
+from releases.datasets import services as dataset_service
 from releases.engine import dp as D
 from releases.models import AuditEvent, BudgetEntry, Dataset, PrivacyBudget, ReleaseRequest
-from releases.services import InvalidInput, budget
-from releases.services import datasets as dataset_service
 
 Kind = BudgetEntry.Kind
 

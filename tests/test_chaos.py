@@ -23,6 +23,9 @@ import redis
 from django.conf import settings as django_settings
 from django.urls import reverse
 
+from releases.background import leases
+from releases.datasets import column_store
+from releases.datasets import services as datasets
 from releases.models import (
     AuditEvent,
     Dataset,
@@ -33,8 +36,9 @@ from releases.models import (
     Review,
     Role,
 )
-from releases.services import column_store, datasets, leases, release, reproduction
-from releases.services.release import ReleaseParameters
+from releases.requests import reproduction
+from releases.requests import services as release
+from releases.requests.parameters import ReleaseParameters
 from tests.support import factories, processes
 from tests.support.factories import synthetic_csv
 from tests.support.workflow import approve, tag

@@ -12,8 +12,9 @@ import pytest
 from django.apps import apps
 from django.urls import reverse
 
+from releases.core.errors import InvalidInput
 from releases.models import AuditEvent, DatasetColumn, ReleaseRequest, Role
-from releases.services import InvalidInput, review
+from releases.review import services as review
 from tests.conftest import csv_upload
 from tests.support import factories
 from tests.support.workflow import request_release, run, tag
@@ -152,8 +153,8 @@ def test_a_column_released_unchanged_that_is_mostly_unique_cannot_be_approved(
 
 
 def request_release_with(steward, dataset, justifications: dict[str, str]):
-    from releases.services import release
-    from releases.services.release import ReleaseParameters
+    from releases.requests import services as release
+    from releases.requests.parameters import ReleaseParameters
 
     return release.request_release(
         steward,
@@ -219,7 +220,7 @@ def test_the_extract_holds_only_released_columns(steward, staff):
         {"Prénom": Role.IDENTIFIER, "age": Role.QUASI_IDENTIFIER, "team": Role.SENSITIVE},
     )
     release_request = run(request_release(steward, staff))
-    from releases.services import storage
+    from releases.core import storage
 
     extract = pd.read_csv(
         pd.io.common.BytesIO(storage.read_bytes(release_request.extract_path)), dtype=str

@@ -11,9 +11,13 @@ import pandas as pd
 import pytest
 from django.urls import reverse
 
+from releases.core import storage
+from releases.core.errors import InvalidInput
+from releases.datasets import profiling
+from releases.datasets import risk as dataset_risk
+from releases.datasets import services as datasets
 from releases.engine import Hierarchy
 from releases.models import AuditEvent, Dataset, DatasetColumn, ReleaseRequest, Role
-from releases.services import InvalidInput, datasets, profiling, storage
 from releases.templatetags.charts import column_chart
 from tests.support.factories import make_dataset, upload
 
@@ -382,7 +386,7 @@ def test_rows_unique_on_the_chosen_quasi_identifiers(client, steward):
         datasets.set_column_role(
             steward, dataset, dataset.columns.get(name=name).pk, Role.QUASI_IDENTIFIER
         )
-    risk = datasets.reidentification_risk(dataset)
+    risk = dataset_risk.reidentification_risk(dataset)
     assert (risk["unique_rows"], risk["classes"], risk["smallest_class"]) == (2, 4, 1)
     assert risk["highest_percent"] == 100.0
     page = client.get(url).content.decode()
@@ -614,7 +618,7 @@ def test_without_javascript_save_tagging_applies_the_hierarchy_builder(client, s
 
 
 def test_pages_read_columns_from_a_store_written_at_profiling(steward, private_media_root):
-    from releases.services import column_store
+    from releases.datasets import column_store
 
     dataset = make_dataset(steward, "a,b,c\n1,,x\n2,y,\n=3,z,w\n")
     original = datasets.load_frame(dataset)

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
+from releases.datasets import services as datasets
 from releases.models import AuditEvent, Dataset
-from releases.services import datasets
 from tests.support import processes
 from tests.support.factories import upload
 

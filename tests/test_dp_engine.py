@@ -518,7 +518,7 @@ def test_sum_noise_has_the_laplace_scale_opendp_promises():
 def test_the_request_form_is_generated_from_the_registry_of_query_kinds():
     """Every registered kind is offered; a row posted with a kind keeps exactly the parts of
     the form its registry entry names."""
-    from releases.forms import StatisticsQueryForm
+    from releases.statistics.forms import StatisticsQueryForm
 
     assert [k for k, _ in StatisticsQueryForm.KINDS[1:]] == list(D.QUERY_TYPES)
     values = {

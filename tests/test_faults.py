@@ -14,9 +14,13 @@ from django.core import mail
 from django.db import IntegrityError
 from django.urls import reverse
 
+from releases.core import audit
+from releases.core.errors import InvalidInput
+from releases.datasets import services as datasets
 from releases.engine import Hierarchy
 from releases.models import Dataset, ReleaseRequest, Review, Role
-from releases.services import InvalidInput, audit, datasets, lifecycle, review
+from releases.requests import rules as lifecycle
+from releases.review import services as review
 from tests.support import factories
 from tests.support.factories import synthetic_csv
 from tests.support.workflow import approve, request_release, run, tag
@@ -145,7 +149,7 @@ def test_only_a_second_vote_is_reported_as_already_reviewed(ready_request, offic
 
 
 def test_the_decision_email_goes_out_once_and_again_after_a_failed_send(ready_request, officer):
-    with mock.patch("releases.services.review.dispatch.send"):
+    with mock.patch("releases.review.services.outbox.send"):
         review.review(officer, ready_request.pk, "changes", "Drop the zip column.")
     vote = Review.objects.get()
     with mock.patch.object(review, "send_mail", side_effect=ConnectionRefusedError()):
@@ -177,7 +181,7 @@ def test_work_is_handed_to_the_workers_only_through_the_outbox():
     offenders = [
         f"{path.relative_to(REPO)}:{number}"
         for path in (REPO / "releases").rglob("*.py")
-        if path.name != "dispatch.py"
+        if path.name != "outbox.py"
         for number, line in enumerate(path.read_text().splitlines(), 1)
         if direct.search(line)
     ]
@@ -215,7 +219,7 @@ def test_the_activity_list_of_a_busy_release_is_paged_latest_first(
         )
         for i in range(120)
     )
-    from releases.selectors import EVENTS_PER_PAGE
+    from releases.review.selectors import EVENTS_PER_PAGE
 
     total = audit.events_for_request(release_request).count()
     pages = -(-total // EVENTS_PER_PAGE)

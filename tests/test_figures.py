@@ -1,5 +1,5 @@
 """The review's figures: class sizes on logarithmic bins with the k line, distributions in their
-natural order with numbers on the released bins (``releases.figures``, no database)."""
+natural order with numbers on the released bins (``releases.core.figures``, no database)."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from releases import figures
+from releases.core import figures
 from releases.engine.hierarchy import Hierarchy
 
 

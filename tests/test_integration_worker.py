@@ -43,7 +43,7 @@ def test_the_decision_email_is_in_the_workers_log_with_a_link_on_site_url(
     """As `make run` has it: the console e-mail backend (DEBUG), sent by the worker, so the
     e-mail is printed in the worker's log; its link is on SITE_URL (`make run` derives it from
     PORT)."""
-    from releases.services import review
+    from releases.review import services as review
 
     steward.email = "steward@example.org"
     steward.save()

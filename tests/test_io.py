@@ -18,11 +18,11 @@ import pandas as pd
 import pytest
 from django.urls import reverse
 
+from releases.datasets import services as datasets
 from releases.engine import tabular
 from releases.engine.export import write_csv
 from releases.engine.tabular import ReadLimits, TableError, read_table
 from releases.models import Dataset, DatasetColumn
-from releases.services import datasets
 from tests.conftest import ADULT, ADULT_QUASI_IDENTIFIERS
 from tests.support.factories import make_dataset
 
@@ -275,7 +275,7 @@ def test_comma_files_keep_comma_numbers_as_text_until_forced_decimal(steward):
 
 
 def test_profile_from_counts_matches_the_profile_of_the_rows():
-    from releases.services import profiling
+    from releases.datasets import profiles as profiling
 
     rng = np.random.default_rng(3)
     rows = pd.Series(rng.choice(["1", "2", "10", " 7", "NA", "", "x"], 500), dtype=object)

@@ -14,18 +14,15 @@ from django.test import Client
 from django.urls import reverse
 from django.utils import timezone
 
-from releases import selectors
+from releases.core.errors import InvalidInput
 from releases.models import AuditEvent, ReleaseFile, ReleaseRequest, Role
-from releases.services import (
-    InvalidInput,
-    downloads,
-    lifecycle,
-    release,
-    reproduction,
-    review,
-    sharing,
-)
-from releases.services.release import ReleaseParameters
+from releases.requests import downloads, reproduction, selectors
+from releases.requests import rules as lifecycle
+from releases.requests import run as release_run
+from releases.requests import services as release
+from releases.requests import services as sharing
+from releases.requests.parameters import ReleaseParameters
+from releases.review import services as review
 from tests.support import world as world_support
 from tests.support.workflow import request_release, tag
 
@@ -291,14 +288,14 @@ def test_a_running_request_cancelled_stops_at_its_next_progress_report(steward, 
     dataset = factories.make_dataset(steward, world_support.people_csv(), "people.csv")
     tag(steward, dataset, {"age": Role.QUASI_IDENTIFIER, "sex": Role.QUASI_IDENTIFIER})
     release_request = request_release(steward, dataset)
-    real_build = release.build_release
+    real_build = release_run.build_release
 
     def cancelled_while_searching(*args, **kwargs):
         release.cancel(steward, release_request.pk, "Wrong file.")
         return real_build(*args, **kwargs)
 
-    monkeypatch.setattr(release, "build_release", cancelled_while_searching)
-    release.run_release(release_request.pk)
+    monkeypatch.setattr(release_run, "build_release", cancelled_while_searching)
+    release_run.run_release(release_request.pk)
     release_request.refresh_from_db()
     assert release_request.state == State.CANCELLED
     assert not release_request.summary and not release_request.package_sha256
@@ -316,8 +313,8 @@ def test_a_running_request_cancelled_stops_at_its_next_progress_report(steward, 
         steward, release_request.pk, ReleaseParameters(k=5, suppression_limit=0.05), "Again."
     )
     release.cancel(steward, release_request.pk)
-    monkeypatch.setattr(release, "build_release", real_build)
-    release.run_release(release_request.pk)
+    monkeypatch.setattr(release_run, "build_release", real_build)
+    release_run.run_release(release_request.pk)
     release_request.refresh_from_db()
     assert release_request.state == State.CANCELLED and release_request.round == 2
 

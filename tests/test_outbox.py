@@ -6,8 +6,9 @@ import pytest
 from django.urls import reverse
 from django.utils import timezone
 
+from releases.background import outbox as dispatch
+from releases.background import recovery
 from releases.models import Dataset, OutboxMessage, ReleaseRequest, Role
-from releases.services import dispatch, recovery
 from tests.support import processes
 from tests.support.factories import make_dataset, synthetic_csv
 from tests.support.workflow import tag
@@ -96,3 +97,24 @@ def processes_upload(text: str):
     from tests.conftest import csv_upload
 
     return csv_upload(text, "people.csv")
+
+
+@pytest.mark.django_db
+def test_sent_messages_are_purged_after_the_retention_and_beat_does_it_daily(settings):
+    from datetime import timedelta
+
+    settings.OUTBOX_RETENTION_DAYS = 3
+    now = timezone.now()
+
+    def message(pk: int, sent_days_ago: float | None) -> OutboxMessage:
+        sent = None if sent_days_ago is None else now - timedelta(days=sent_days_ago)
+        return OutboxMessage.objects.create(
+            task_name="releases.profile_dataset", args=[pk], sent_at=sent
+        )
+
+    old, recent, unsent = message(1, 4), message(2, 2), message(3, None)
+    beat = settings.CELERY_BEAT_SCHEDULE["purge-outbox"]
+    assert beat["schedule"] == 24 * 3600
+    dispatch.registered()[beat["task"]]()  # what beat runs, here
+    assert set(OutboxMessage.objects.values_list("pk", flat=True)) == {recent.pk, unsent.pk}
+    assert old.pk not in OutboxMessage.objects.values_list("pk", flat=True)

@@ -15,18 +15,15 @@ import pytest
 from django.urls import reverse
 from pycanon import anonymity
 
+from releases.core import storage
+from releases.core.errors import InvalidInput
+from releases.datasets import services as datasets
 from releases.engine.export import neutralise_formulas
 from releases.models import AuditEvent, ReleaseFile, ReleaseRequest, Reproduction, Review, Role
-from releases.services import (
-    InvalidInput,
-    datasets,
-    package,
-    release,
-    reproduction,
-    review,
-    storage,
-)
-from releases.services.release import ReleaseParameters
+from releases.requests import package, reproduction
+from releases.requests import run as release_run
+from releases.requests.parameters import ReleaseParameters
+from releases.review import services as review
 from tests.support import factories
 from tests.support.workflow import approve, ready_release, request_release, run, tag
 
@@ -121,9 +118,9 @@ def test_released_rows_leave_in_a_seeded_random_order_that_a_rerun_repeats(ready
     assert ready.summary["shuffle_seed"] == ready.shuffle_seed is not None
     frame = datasets.load_frame(ready.dataset)
     params = ReleaseParameters.of(ready)
-    again = release.build_release(frame, ready.config, params, ready.shuffle_seed)
+    again = release_run.build_release(frame, ready.config, params, ready.shuffle_seed)
     assert again.data["batch"].tolist() == extract["batch"].tolist()
-    other = release.build_release(frame, ready.config, params, ready.shuffle_seed + 1)
+    other = release_run.build_release(frame, ready.config, params, ready.shuffle_seed + 1)
     assert other.data["batch"].tolist() != extract["batch"].tolist()
     assert sorted(other.data["batch"].tolist()) == sorted(extract["batch"].tolist())
     # The sample on the page pairs each released row with its own original.

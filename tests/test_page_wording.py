@@ -8,8 +8,9 @@ import re
 import pytest
 from django.urls import reverse
 
+from releases.datasets import services as datasets
 from releases.models import Role
-from releases.services import datasets, review
+from releases.review import services as review
 from tests.support import factories
 from tests.support.factories import synthetic_csv
 from tests.support.workflow import ready_release

@@ -13,8 +13,9 @@ from django.test.utils import CaptureQueriesContext
 from django.urls import reverse
 
 from releases.models import Role
-from releases.selectors import CLASSES_PER_PAGE, EVENTS_PER_PAGE
-from releases.services import sharing
+from releases.requests import services as sharing
+from releases.requests.selectors import CLASSES_PER_PAGE
+from releases.review.selectors import EVENTS_PER_PAGE
 from tests.support import factories, scale
 from tests.support.workflow import approve, request_release, run, tag
 

@@ -21,10 +21,13 @@ import pytest
 from django.urls import reverse
 from pycanon import anonymity
 
+from releases.core import storage
+from releases.core.errors import InvalidInput
 from releases.engine import Hierarchy
 from releases.models import AuditEvent, DatasetColumn, ReleaseRequest, Role
-from releases.services import InvalidInput, release, review, storage
-from releases.services import report as report_service
+from releases.requests import services as release
+from releases.review import report as report_service
+from releases.review import services as review
 from tests.conftest import csv_upload
 from tests.support import factories
 from tests.support.added_model import register as register_added_model

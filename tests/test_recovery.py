@@ -15,6 +15,11 @@ from django.core.files.base import ContentFile
 from django.urls import reverse
 from django.utils import timezone
 
+from releases.background import leases, recovery
+from releases.background import outbox as dispatch
+from releases.core import storage
+from releases.datasets import column_store, profiling
+from releases.datasets import services as datasets
 from releases.models import (
     AuditEvent,
     Dataset,
@@ -23,17 +28,10 @@ from releases.models import (
     ReleaseRequest,
     Role,
 )
-from releases.services import (
-    column_store,
-    datasets,
-    dispatch,
-    leases,
-    profiling,
-    recovery,
-    release,
-    storage,
-)
-from releases.services.release import ReleaseParameters
+from releases.requests import run as release_run
+from releases.requests import services as release
+from releases.requests.parameters import ReleaseParameters
+from releases.statistics import run as statistics_run
 from tests.support import factories
 from tests.support.factories import synthetic_csv
 from tests.support.workflow import tag
@@ -114,7 +112,7 @@ def test_a_run_whose_worker_died_gets_another_attempt_and_then_finishes(steward,
     assert retried.detail == {"round": 1, "attempt": 1, "worker": "gone:4242"}
     assert dispatch.latest("releases.run_release", lost.pk).sent_at is None  # sent on commit
     # The retry runs like any queued request and is recorded as the second attempt.
-    release.run_release(lost.pk)
+    release_run.run_release(lost.pk)
     lost.refresh_from_db()
     assert (lost.state, lost.attempts) == (State.READY, 2)
     assert lost.worker == leases.worker_id()
@@ -221,8 +219,8 @@ def test_work_whose_message_was_lost_is_sent_again_with_a_backoff(steward, setti
     assert recovery.redeliver_waiting_work() == 1
     assert dispatch.latest("releases.run_release", release_request.pk).redelivery == 2
     # A repeat is harmless: the first message runs it, the others find nothing to run.
-    release.run_release(release_request.pk)
-    release.run_release(release_request.pk)
+    release_run.run_release(release_request.pk)
+    release_run.run_release(release_request.pk)
     release_request.refresh_from_db()
     assert (release_request.state, release_request.attempts) == (State.READY, 1)
 
@@ -231,6 +229,7 @@ def test_work_whose_message_was_lost_is_sent_again_with_a_backoff(steward, setti
 def test_a_page_polling_one_item_resolves_its_lost_worker_without_beat(client, steward):
     lost = lost_run(steward)
     profiled = lost_profiling(steward)
+    recovery.sweep()  # the sweeper resolves them (a page polling them only reads)
     client.force_login(steward)
     response = client.get(reverse("releases:request_status", args=[lost.pk]))
     assert response.status_code == 200 and "attempt 2 of 2" in response.content.decode()
@@ -255,8 +254,10 @@ def test_a_run_past_its_time_or_memory_fails_naming_the_limit(
 ):
     release_request = queued_request(steward)
     before = stored_files(private_media_root)
-    with mock.patch.object(release, "_summary", side_effect=fault):  # after the files are written
-        release.run_release(release_request.pk)
+    with mock.patch.object(
+        release_run, "_summary", side_effect=fault
+    ):  # after the files are written
+        release_run.run_release(release_request.pk)
     release_request.refresh_from_db()
     assert release_request.state == State.FAILED
     assert setting in release_request.error and "internal error" not in release_request.error
@@ -286,21 +287,21 @@ def test_a_profiling_past_its_time_or_memory_refuses_the_file_naming_the_limit(
 def test_a_run_cancelled_before_its_result_is_recorded_keeps_nothing(steward, private_media_root):
     release_request = queued_request(steward)
     before = stored_files(private_media_root)
-    summary = release._summary
+    summary = release_run._summary
 
     def cancelled_meanwhile(*args):
         release.cancel(steward, release_request.pk, "Wrong columns.")
         return summary(*args)
 
-    with mock.patch.object(release, "_summary", side_effect=cancelled_meanwhile):
-        release.run_release(release_request.pk)
+    with mock.patch.object(release_run, "_summary", side_effect=cancelled_meanwhile):
+        release_run.run_release(release_request.pk)
     release_request.refresh_from_db()
     assert release_request.state == State.CANCELLED
     assert not release_request.classes.exists() and not release_request.files.exists()
     assert stored_files(private_media_root) == before
     assert AuditEvent.objects.filter(action=A.RUN_CANCELLED, request=release_request).exists()
     release.resubmit(steward, release_request.pk, PARAMS, "Columns fixed.")
-    release.run_release(release_request.pk)
+    release_run.run_release(release_request.pk)
     release_request.refresh_from_db()
     assert release_request.state == State.READY
 
@@ -311,14 +312,14 @@ def test_a_dataset_deleted_while_its_run_writes_cancels_the_run_and_nothing_come
 ):
     release_request = queued_request(steward)
     dataset = release_request.dataset
-    summary = release._summary
+    summary = release_run._summary
 
     def deleted_meanwhile(*args):
         datasets.delete_dataset(steward, dataset)
         return summary(*args)
 
-    with mock.patch.object(release, "_summary", side_effect=deleted_meanwhile):
-        release.run_release(release_request.pk)
+    with mock.patch.object(release_run, "_summary", side_effect=deleted_meanwhile):
+        release_run.run_release(release_request.pk)
     assert not ReleaseRequest.objects.exists() and not Dataset.objects.exists()
     assert stored_files(private_media_root) == []
     cancel = AuditEvent.objects.get(action=A.CANCEL)
@@ -347,7 +348,7 @@ def test_a_dataset_deleted_while_it_is_profiled_never_comes_back(steward, privat
 def test_deleting_a_dataset_with_a_queued_request_cancels_it(steward, private_media_root):
     release_request = queued_request(steward)
     datasets.delete_dataset(steward, release_request.dataset)
-    release.run_release(release_request.pk)  # its message arrives afterwards: nothing to run
+    release_run.run_release(release_request.pk)  # its message arrives afterwards: nothing to run
     assert not ReleaseRequest.objects.exists() and not Dataset.objects.exists()
     assert stored_files(private_media_root) == []
 
@@ -413,7 +414,7 @@ def test_cancelling_a_run_in_a_phase_without_progress_stops_it_within_seconds(
     settings.WORK_PAUSE_SECONDS = 60
     release_request = queued_request(steward)
     before = stored_files(private_media_root)
-    worker = _in_thread(release.run_release, release_request.pk)
+    worker = _in_thread(release_run.run_release, release_request.pk)
     _wait_for(lambda: ReleaseRequest.objects.get(pk=release_request.pk).stage.startswith("Record"))
     written = [f for f in stored_files(private_media_root) if f not in before]
     assert len(written) == 3  # CSV, Excel, Parquet of this attempt
@@ -451,9 +452,10 @@ def test_deleting_a_dataset_while_it_is_profiled_stops_the_profiling(
 def test_a_lost_statistics_run_is_retried_with_its_own_task_and_spends_once(
     steward, officer, settings
 ):
+    from releases.datasets import budget
     from releases.engine import dp
     from releases.models import BudgetEntry
-    from releases.services import budget, statistics
+    from releases.statistics import services as statistics
     from tests.test_statistics_release import COUNT, people_csv
 
     settings.WORK_MAX_ATTEMPTS = 2
@@ -466,14 +468,14 @@ def test_a_lost_statistics_run_is_retried_with_its_own_task_and_spends_once(
         mock.patch.object(dp, "run_release", side_effect=SystemExit("killed")),
         pytest.raises(SystemExit),
     ):
-        statistics.run_statistics(release_request.pk)
+        statistics_run.run_statistics(release_request.pk)
     ReleaseRequest.objects.filter(pk=release_request.pk).update(
         heartbeat_at=timezone.now() - timedelta(minutes=5)
     )
 
     assert recovery.sweep()["runs"] == {"retried": 1, "failed": 0}
     assert dispatch.latest("releases.run_statistics", release_request.pk).sent_at is None
-    statistics.run_statistics(release_request.pk)
+    statistics_run.run_statistics(release_request.pk)
     release_request.refresh_from_db()
     assert (release_request.state, release_request.attempts) == (State.READY, 2)
     spends = BudgetEntry.objects.filter(dataset=dataset, kind=BudgetEntry.Kind.DP_SPEND)

@@ -13,9 +13,15 @@ import pandas as pd
 import pytest
 from django.urls import reverse
 
+from releases.background import recovery
+from releases.core import storage
+from releases.datasets import column_store
+from releases.datasets import risk as datasets
 from releases.models import OutboxMessage, Role
-from releases.services import column_store, datasets, package, release, storage
-from releases.services.release import ReleaseParameters
+from releases.requests import package
+from releases.requests import run as release_run
+from releases.requests import services as release
+from releases.requests.parameters import ReleaseParameters
 from tests.support import factories
 from tests.support.workflow import run, tag
 
@@ -51,8 +57,10 @@ def notes(steward):
 
 
 def _package(dataset, snapshot, tmp_path, name):
-    frame, _ = release.load_released(dataset, snapshot)
-    built = release.build_release(frame, snapshot, ReleaseParameters(k=3, suppression_limit=0.1), 7)
+    frame, _ = release_run.load_released(dataset, snapshot)
+    built = release_run.build_release(
+        frame, snapshot, ReleaseParameters(k=3, suppression_limit=0.1), 7
+    )
     folder = tmp_path / name
     folder.mkdir()
     written = package.write_package(built.data, folder)
@@ -89,7 +97,7 @@ def test_sensitive_values_per_class_counted_from_codes_match_a_group_by():
             "diagnosis": pd.Categorical(rng.choice(["flu", "asthma", "gout"], 500)),
         }
     )
-    counted = release.value_counts_by_class(frame, ["age", "zip"], "diagnosis")
+    counted = release_run.value_counts_by_class(frame, ["age", "zip"], "diagnosis")
     grouped = frame.groupby(["age", "zip", "diagnosis"], observed=True).size()
     expected: dict = {}
     for (age, zip_code, value), count in grouped.items():
@@ -127,6 +135,7 @@ def test_the_risk_panel_of_a_large_dataset_is_measured_by_a_worker(notes, stewar
     with mock.patch.object(datasets, "INLINE_RISK_ROWS", 10):
         pending = client.get(url, HTTP_HX_REQUEST="true").content.decode()
         assert 'id="risk-pending"' in pending and 'hx-trigger="load delay:2s"' in pending
+        recovery.sweep()  # the sweeper asks a worker (the panel only reads)
         assert OutboxMessage.objects.filter(task_name="releases.dataset_risk").count() == 1
         client.get(url, HTTP_HX_REQUEST="true")  # asked once, not once per poll
         assert OutboxMessage.objects.filter(task_name="releases.dataset_risk").count() == 1
@@ -137,6 +146,31 @@ def test_the_risk_panel_of_a_large_dataset_is_measured_by_a_worker(notes, stewar
     assert figures["quasi_identifiers"] == ["age", "sex"] and figures["rows"] == 300
     assert done.count('id="unique-rows"') == 1
     assert f">{figures['unique_rows']}<" in done
+
+
+def test_a_role_change_on_a_large_dataset_asks_a_worker_once_and_the_panel_only_reads(
+    notes, steward, client
+):
+    client.force_login(steward)
+    age = notes.columns.get(name="age")
+    url = reverse("releases:dataset_risk", args=[notes.pk])
+    asked = OutboxMessage.objects.filter(task_name="releases.dataset_risk")
+    with mock.patch.object(datasets, "INLINE_RISK_ROWS", 10):
+        client.post(
+            reverse("releases:column_update", args=[notes.pk, age.pk]),
+            {f"role-{age.pk}": Role.INSENSITIVE},
+            HTTP_HX_REQUEST="true",
+        )
+        assert asked.count() == 1 and asked.get().args == [notes.pk]
+        for _ in range(2):  # polled: read, never asked again
+            page = client.get(url, HTTP_HX_REQUEST="true").content.decode()
+            assert 'id="risk-pending"' in page
+        recovery.sweep()  # asked moments ago: not again
+        assert asked.count() == 1
+        datasets.store_risk(notes.pk)
+        done = client.get(url, HTTP_HX_REQUEST="true").content.decode()
+    assert 'id="unique-rows"' in done
+    assert notes.__class__.objects.get(pk=notes.pk).risk["quasi_identifiers"] == ["sex"]
 
 
 def test_the_package_moves_into_local_storage_and_uploads_to_object_storage(notes, tmp_path):

@@ -10,9 +10,10 @@ import pandas as pd
 import pytest
 from pycanon import anonymity
 
+from releases.core import storage
+from releases.core.errors import InvalidInput
 from releases.engine import Hierarchy
 from releases.models import ReleaseRequest, Role
-from releases.services import InvalidInput, storage
 from tests.conftest import ADULT
 from tests.support import factories
 from tests.support.workflow import request_release, run, tag

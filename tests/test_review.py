@@ -10,10 +10,15 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.urls import reverse
 
-from releases import selectors
+from releases.core import storage
+from releases.core.errors import InvalidInput
 from releases.models import AuditEvent, ReleaseFile, ReleaseRequest, ReleaseRound, Review, Role
-from releases.services import InvalidInput, lifecycle, package, release, review, storage
-from releases.services.release import ReleaseParameters
+from releases.requests import package
+from releases.requests import rules as lifecycle
+from releases.requests import services as release
+from releases.requests.parameters import ReleaseParameters
+from releases.review import selectors
+from releases.review import services as review
 from tests.support import factories
 from tests.support.factories import synthetic_csv
 from tests.support.workflow import approve, download, request_release, run, tag
@@ -273,7 +278,7 @@ def test_changes_requested_then_resubmitted_starts_a_new_round(
 def test_the_requester_is_emailed_each_decision(
     ready_request, officer, steward, mailoutbox, django_capture_on_commit_callbacks, monkeypatch
 ):
-    from releases.tasks import notify_requester_task
+    from releases.review.tasks import notify_requester_task
 
     steward.email = "steward@example.org"
     steward.save()

@@ -190,7 +190,7 @@ def test_two_filters_combine_and_the_view_is_a_link(released, officer, client):
 def test_filtered_pages_hold_exactly_the_matching_classes_in_order(released, order, monkeypatch):
     """Each page of a filtered table (ids first, then rows) against a count made here: every
     matching class once, in the order chosen, whatever page is asked for."""
-    from releases import selectors
+    from releases.requests import selectors
 
     monkeypatch.setattr(selectors, "CLASSES_PER_PAGE", 3)
     sex = released.summary["class_values"]["sex"][0][0]

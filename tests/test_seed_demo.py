@@ -11,7 +11,7 @@ from django.core.management import call_command
 
 from releases.management.commands import seed_demo
 from releases.models import Dataset, ReleaseRequest, Reproduction, Role
-from releases.services import lifecycle
+from releases.requests import rules as lifecycle
 from tests.conftest import ADULT, ADULT_QUASI_IDENTIFIERS
 
 

@@ -9,8 +9,13 @@ import pytest
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
+from releases.core import audit, storage
+from releases.core.errors import InvalidInput
+from releases.datasets import services as datasets
 from releases.models import AuditEvent, Dataset, ReleaseRequest, Role
-from releases.services import InvalidInput, audit, datasets, downloads, release, review, storage
+from releases.requests import downloads
+from releases.requests import run as release_run
+from releases.review import services as review
 from tests.conftest import ADULT_QUASI_IDENTIFIERS, csv_upload, hierarchy_upload
 from tests.support.factories import make_dataset, synthetic_csv
 from tests.support.workflow import approve, download, request_release, tag
@@ -115,7 +120,7 @@ def test_run_writes_a_k_anonymous_extract_within_the_suppression_limit(steward, 
         },
     )
     release_request = request_release(steward, dataset, k=k, suppression_limit=limit)
-    release.run_release(release_request.pk)
+    release_run.run_release(release_request.pk)
     release_request.refresh_from_db()
     assert release_request.state == ReleaseRequest.State.READY, release_request.error
 
@@ -145,7 +150,7 @@ def test_run_reports_an_impossible_model_as_a_readable_failure(steward):
     release_request = request_release(steward, dataset, k=3, suppression_limit=0.0)
     # The dataset file vanishing under a queued request is an internal error, reported as such.
     storage.delete_quietly(dataset.file_path)
-    release.run_release(release_request.pk)
+    release_run.run_release(release_request.pk)
     release_request.refresh_from_db()
     assert release_request.state == ReleaseRequest.State.FAILED
     assert "internal error" in release_request.error
@@ -163,7 +168,7 @@ def test_adult_release_is_5_anonymous_by_pycanon(steward, adult_dataset):
     for column in dataset.columns.filter(role=Role.QUASI_IDENTIFIER):
         datasets.set_hierarchy_file(steward, dataset, column.pk, hierarchy_upload(column.name))
     release_request = request_release(steward, dataset, k=5, suppression_limit=0.05)
-    release.run_release(release_request.pk)
+    release_run.run_release(release_request.pk)
     release_request.refresh_from_db()
     assert release_request.state == ReleaseRequest.State.READY, release_request.error
     extract = extract_frame(release_request)
@@ -176,7 +181,7 @@ def test_nobody_decides_on_their_own_request(steward_officer):
     dataset = make_dataset(steward_officer, synthetic_csv())
     tag(steward_officer, dataset, {"age": Role.QUASI_IDENTIFIER})
     release_request = request_release(steward_officer, dataset, k=5, suppression_limit=0.05)
-    release.run_release(release_request.pk)
+    release_run.run_release(release_request.pk)
     with pytest.raises(PermissionDenied, match="themselves"):
         review.review(steward_officer, release_request.pk, "approve")
     release_request.refresh_from_db()

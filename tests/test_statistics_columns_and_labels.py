@@ -27,10 +27,17 @@ from django.apps import apps
 from django.test import Client
 from django.urls import reverse
 
+from releases.core.errors import InvalidInput
+from releases.datasets import budget
+from releases.datasets import services as datasets
 from releases.engine import dp as D
 from releases.models import AuditEvent, BudgetEntry, ReleaseFile, ReleaseRequest, Role
-from releases.services import InvalidInput, budget, datasets, review, sharing, statistics
-from releases.services.release import Sharing
+from releases.requests import services as sharing
+from releases.requests.services import Sharing
+from releases.review import services as review
+from releases.statistics import checks as statistics_checks
+from releases.statistics import run as statistics_run
+from releases.statistics import services as statistics
 from tests.support import factories
 from tests.support.workflow import download, tag
 
@@ -86,7 +93,7 @@ def ask(steward, dataset, queries, recipients=()) -> ReleaseRequest:
 
 
 def ran(release_request: ReleaseRequest) -> ReleaseRequest:
-    statistics.run_statistics(release_request.pk)
+    statistics_run.run_statistics(release_request.pk)
     release_request.refresh_from_db()
     return release_request
 
@@ -171,10 +178,10 @@ def test_a_column_made_an_identifier_after_the_request_fails_the_run_before_spen
 def test_a_round_whose_column_lost_its_role_cannot_be_approved(dataset, steward, officer):
     release_request = ran(ask(steward, dataset, [COUNT, MEAN_INCOME]))
     assert release_request.state == State.READY
-    assert all(c.passed for c in statistics.checks(release_request))
+    assert all(c.passed for c in statistics_checks.checks(release_request))
     income = dataset.columns.get(name="income")
     datasets.set_column_role(steward, dataset, income.pk, Role.WITHHELD)
-    failed = {c.name: c for c in statistics.checks(release_request) if not c.passed}
+    failed = {c.name: c for c in statistics_checks.checks(release_request) if not c.passed}
     assert list(failed) == ["columns used"]
     assert "uses income, which is withheld" in failed["columns used"].detail
     with pytest.raises(InvalidInput, match="columns used"):
@@ -239,7 +246,7 @@ def test_the_review_page_says_where_each_label_comes_from(dataset, steward, offi
         "city: labels from the data, released privately (noisy counts above a threshold)",
     ):
         assert words in body, words
-    (labels,) = [c for c in statistics.checks(release_request) if c.name == "label sources"]
+    (labels,) = [c for c in statistics_checks.checks(release_request) if c.name == "label sources"]
     assert labels.passed
     assert "query 5, city: labels from the data, released privately" in labels.detail
 
@@ -251,7 +258,7 @@ def test_labels_of_unrecorded_origin_fail_the_review(dataset, steward, officer):
     del queries[0]["by"][0]["source"]
     ReleaseRequest.objects.filter(pk=release_request.pk).update(queries=queries)
     release_request.refresh_from_db()
-    failed = {c.name: c for c in statistics.checks(release_request) if not c.passed}
+    failed = {c.name: c for c in statistics_checks.checks(release_request) if not c.passed}
     assert list(failed) == ["label sources"]
     assert "may have been filled in from the data" in failed["label sources"].detail
     with pytest.raises(InvalidInput, match="label sources"):
@@ -288,7 +295,7 @@ def test_a_private_key_release_spends_its_delta_from_the_ledger(dataset, steward
     assert spend.epsilon == Decimal("1") and spend.delta == Decimal("0.000001")
     remaining = budget.remaining(dataset)
     assert remaining.epsilon == Decimal("4") and remaining.delta == Decimal("0.000009")
-    checked = {c.name: c for c in statistics.checks(release_request)}
+    checked = {c.name: c for c in statistics_checks.checks(release_request)}
     assert checked["privacy budget spent"].passed
     assert "δ 0.000001 spent" in checked["privacy budget spent"].detail
 
@@ -318,7 +325,9 @@ def test_the_smallest_true_count_is_counted_and_shown_to_officers_only(
     assert counted[0]["smallest"] == len(frame)
     assert (counted[1]["smallest"], counted[1]["cell"]) == (smallest, label)
     detail = f"1 row (query 2, cell '{TOWN}007')"
-    (check,) = [c for c in statistics.checks(release_request) if c.name == "smallest true count"]
+    (check,) = [
+        c for c in statistics_checks.checks(release_request) if c.name == "smallest true count"
+    ]
     assert check.passed and detail in check.detail
 
     def shown(user) -> str:
@@ -345,7 +354,9 @@ def test_a_small_cell_released_with_noise_smaller_than_one_row_cannot_be_approve
     nearly_exact = by("city", categories=[f"{TOWN}003"], source="typed") | {"epsilon": 60}
     budget.set_budget(officer, dataset, "100", "0.00001")
     release_request = ran(ask(steward, dataset, [nearly_exact]))
-    (check,) = [c for c in statistics.checks(release_request) if c.name == "smallest true count"]
+    (check,) = [
+        c for c in statistics_checks.checks(release_request) if c.name == "smallest true count"
+    ]
     assert not check.passed and "hides nothing: lower its ε" in check.detail
     with pytest.raises(InvalidInput, match="smallest true count"):
         review.review(officer, release_request.pk, "approve")

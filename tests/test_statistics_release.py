@@ -24,19 +24,18 @@ from django.contrib.auth.models import AnonymousUser
 from django.test import Client
 from django.urls import reverse
 
+from releases.core import storage
+from releases.core.errors import InvalidInput
+from releases.datasets import budget
+from releases.datasets import services as datasets
 from releases.engine import dp as D
 from releases.models import AuditEvent, BudgetEntry, ReleaseFile, ReleaseRequest, Role
-from releases.services import (
-    InvalidInput,
-    budget,
-    datasets,
-    lifecycle,
-    reproduction,
-    review,
-    statistics,
-    storage,
-)
-from releases.services.release import Sharing
+from releases.requests import reproduction
+from releases.requests import rules as lifecycle
+from releases.requests.services import Sharing
+from releases.review import services as review
+from releases.statistics import run as statistics_run
+from releases.statistics import services as statistics
 from tests.support import factories
 from tests.support.workflow import download, request_release, run, tag
 
@@ -108,7 +107,7 @@ def ask(steward, dataset, queries=QUERIES, recipients=()) -> ReleaseRequest:
 
 
 def ran(release_request: ReleaseRequest) -> ReleaseRequest:
-    statistics.run_statistics(release_request.pk)
+    statistics_run.run_statistics(release_request.pk)
     release_request.refresh_from_db()
     return release_request
 
@@ -298,19 +297,19 @@ def test_a_round_spends_once_even_when_its_task_runs_again(funded, steward):
         mock.patch.object(D, "run_release", side_effect=SystemExit("killed")),
         pytest.raises(SystemExit),
     ):
-        statistics.run_statistics(release_request.pk)
+        statistics_run.run_statistics(release_request.pk)
     assert ReleaseRequest.objects.get(pk=release_request.pk).state == State.RUNNING
     ReleaseRequest.objects.filter(pk=release_request.pk).update(state=State.QUEUED)
     assert ran(release_request).state == State.READY
     assert len(spends(funded)) == 1
     # A third delivery finds nothing to run.
-    statistics.run_statistics(release_request.pk)
+    statistics_run.run_statistics(release_request.pk)
     assert len(spends(funded)) == 1
 
 
 def test_the_run_task_sent_for_a_statistics_release_runs_its_own_body(funded, steward):
     """Recovery and redelivery send ``releases.run_release`` for any request."""
-    from releases import tasks
+    from releases.requests import tasks
 
     release_request = ask(steward, funded, [COUNT])
     tasks.run_release_task(release_request.pk)
@@ -382,7 +381,7 @@ def form_data(queries: list[dict], total: int | None = None) -> dict:
 
 
 def statistics_form_fields(query: dict) -> dict:
-    from releases.forms import StatisticsQueryForm
+    from releases.statistics.forms import StatisticsQueryForm
 
     initial = StatisticsQueryForm.initial_from(query)
     return {k: "" if v is None else str(v) for k, v in initial.items()}
@@ -618,7 +617,7 @@ def test_who_sees_what_of_a_statistics_release(funded, people, officer, state):
     if state != "ready":
         review.review(officer, release_request.pk, "approve")
     if state == "revoked":
-        from releases.services import sharing
+        from releases.requests import services as sharing
 
         sharing.revoke(officer, release_request.pk, "Withdrawn.")
     pk = release_request.pk

@@ -7,8 +7,10 @@ import socket
 
 import pytest
 
+from releases.core import storage
+from releases.datasets import column_store
+from releases.datasets import services as datasets
 from releases.models import Dataset
-from releases.services import column_store, datasets, storage
 from tests.support.factories import make_dataset
 from tests.support.tiers import refuse_in_fast_tier
 

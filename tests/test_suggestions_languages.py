@@ -8,9 +8,9 @@ import random
 import pandas as pd
 import pytest
 
+from releases.datasets.profiles import column_profile
+from releases.datasets.suggestions import fold, suggest
 from releases.models import Role
-from releases.services.profiling import column_profile
-from releases.services.suggestions import fold, suggest
 
 ID, QI, SENSITIVE, AS_IS = Role.IDENTIFIER, Role.QUASI_IDENTIFIER, Role.SENSITIVE, Role.INSENSITIVE
 

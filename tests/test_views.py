@@ -7,8 +7,9 @@ import json
 import pytest
 from django.urls import reverse
 
+from releases.datasets import profiling
 from releases.models import AuditEvent, Dataset, ReleaseRequest, Role
-from releases.services import profiling, release
+from releases.requests import run as release_run
 from tests.conftest import csv_upload
 from tests.support.factories import make_dataset, synthetic_csv
 from tests.support.workflow import approve, request_release, tag
@@ -220,7 +221,7 @@ def test_officer_cannot_decide_own_request_even_by_crafted_post(client, steward_
     dataset = make_dataset(steward_officer, synthetic_csv())
     tag(steward_officer, dataset, {"age": Role.QUASI_IDENTIFIER})
     own = request_release(steward_officer, dataset, k=5, suppression_limit=0.05)
-    release.run_release(own.pk)
+    release_run.run_release(own.pk)
     login(client, steward_officer)
     page = client.get(reverse("releases:request_detail", args=[own.pk])).content.decode()
     assert "Privacy officers other than you will review" in page and 'value="approve"' not in page

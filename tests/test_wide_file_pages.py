@@ -9,9 +9,10 @@ from unittest import mock
 import pytest
 from django.urls import reverse
 
+from releases.datasets import suggestions
 from releases.models import Role
-from releases.selectors import SAMPLE_COLUMNS_PER_PAGE, UNCHANGED_PER_PAGE
-from releases.services import sharing, suggestions
+from releases.requests import services as sharing
+from releases.requests.selectors import SAMPLE_COLUMNS_PER_PAGE, UNCHANGED_PER_PAGE
 from tests.support import factories
 from tests.support.workflow import approve, request_release, run
 

@@ -6,6 +6,8 @@ from django import template
 from django.utils.html import format_html, format_html_join
 from django.utils.safestring import SafeString, mark_safe
 
+from releases.core.figures import size_chart_from_bins
+
 register = template.Library()
 
 #: Bars of a bar chart: row height and the label column (labels are 13 px, see app.css; the
@@ -382,8 +384,6 @@ def percent(value, digits: int = 1) -> str:
 @register.filter
 def report_size_chart(class_sizes: dict) -> dict:
     """The release report's class sizes (after release only) as the size chart reads them."""
-    from ..figures import size_chart_from_bins
-
     class_sizes = class_sizes or {}
     return size_chart_from_bins(
         class_sizes.get("bins") or [], class_sizes.get("smallest_allowed", 1)

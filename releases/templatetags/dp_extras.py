@@ -6,14 +6,14 @@ from decimal import Decimal
 
 from django import template
 
+from releases.datasets.budget import show
+
 register = template.Library()
 
 
 @register.filter
 def amount(value) -> str:
     """A ledger amount as people write it (0.3, not 0.300000000000); "—" for none."""
-    from releases.services.budget import show
-
     if value is None or value == "":
         return "—"
     if not isinstance(value, Decimal):

@@ -1,5 +1,7 @@
 from django import template
 
+from releases.models import Role
+
 register = template.Library()
 
 
@@ -40,8 +42,6 @@ def duration(value) -> str:
 @register.filter
 def role_label(role: str) -> str:
     """A column role's label ("" reads as no role yet)."""
-    from releases.models import Role
-
     try:
         return Role(role).label if role else "No role yet (withheld)"
     except ValueError:

@@ -23,9 +23,14 @@ django.setup()
 from django.contrib.auth.models import User  # noqa: E402
 
 from anonymizer_site.celery import app as celery_app  # noqa: E402
+from releases.datasets import budget  # noqa: E402
+from releases.datasets import services as datasets  # noqa: E402
 from releases.models import Dataset, ReleaseRequest, Role  # noqa: E402
-from releases.services import budget, datasets, release, review, statistics  # noqa: E402
-from releases.services.release import ReleaseParameters, Sharing  # noqa: E402
+from releases.requests import services as release  # noqa: E402
+from releases.requests.parameters import ReleaseParameters  # noqa: E402
+from releases.requests.services import Sharing  # noqa: E402
+from releases.review import services as review  # noqa: E402
+from releases.statistics import services as statistics  # noqa: E402
 from tests.support import factories  # noqa: E402
 from tests.support.workflow import tag  # noqa: E402
 

@@ -20,8 +20,10 @@ django.setup()
 
 from django.contrib.auth.models import Group, User  # noqa: E402
 
+from releases.core import roles  # noqa: E402
+from releases.core.errors import InvalidInput  # noqa: E402
+from releases.datasets import budget  # noqa: E402
 from releases.models import Dataset  # noqa: E402
-from releases.services import InvalidInput, budget, roles  # noqa: E402
 
 
 def user(name: str, group: str) -> User:

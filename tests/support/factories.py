@@ -7,8 +7,9 @@ from unittest import mock
 
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from releases.datasets import profiling
+from releases.datasets import services as datasets
 from releases.models import Dataset
-from releases.services import datasets, profiling
 
 
 def upload(content: str | bytes, filename: str = "data.csv") -> SimpleUploadedFile:

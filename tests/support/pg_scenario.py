@@ -21,9 +21,13 @@ from django.contrib.auth.models import Group, User  # noqa: E402
 from django.core.exceptions import PermissionDenied  # noqa: E402
 from django.core.files.uploadedfile import SimpleUploadedFile  # noqa: E402
 
+from releases.core import roles  # noqa: E402
+from releases.core.errors import InvalidInput  # noqa: E402
+from releases.datasets import services as datasets  # noqa: E402
 from releases.models import ReleaseRequest, Role  # noqa: E402
-from releases.services import InvalidInput, datasets, release, review, roles  # noqa: E402
-from releases.services.release import ReleaseParameters  # noqa: E402
+from releases.requests import services as release  # noqa: E402
+from releases.requests.parameters import ReleaseParameters  # noqa: E402
+from releases.review import services as review  # noqa: E402
 
 
 def setup() -> None:

@@ -22,8 +22,12 @@ django.setup()
 
 from django.contrib.auth.models import Group, User  # noqa: E402
 
+from releases.background import outbox as dispatch  # noqa: E402
+from releases.core import roles  # noqa: E402
+from releases.datasets import budget  # noqa: E402
 from releases.models import ReleaseRequest, Role  # noqa: E402
-from releases.services import budget, dispatch, roles, statistics  # noqa: E402
+from releases.statistics import run as statistics_run  # noqa: E402
+from releases.statistics import services as statistics  # noqa: E402
 from tests.support import factories  # noqa: E402
 from tests.support.workflow import tag  # noqa: E402
 
@@ -55,7 +59,7 @@ def run(request_id: int, go: str) -> None:
     print("ready", flush=True)
     while not os.path.exists(go):
         time.sleep(0.0005)
-    statistics.run_statistics(request_id)
+    statistics_run.run_statistics(request_id)
     done = ReleaseRequest.objects.get(pk=request_id)
     print(json.dumps({"request": request_id, "state": done.state, "error": done.error}))
 

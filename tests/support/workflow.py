@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from releases.datasets import services as datasets
 from releases.models import Dataset, ReleaseRequest, Role
-from releases.services import datasets, release
-from releases.services.release import ReleaseParameters
+from releases.requests import run as release_run
+from releases.requests import services as release
+from releases.requests.parameters import ReleaseParameters
 
 
 def request_release(user, dataset, k: int = 5, suppression_limit: float = 0.05, **model):
@@ -19,7 +21,7 @@ def request_release(user, dataset, k: int = 5, suppression_limit: float = 0.05, 
 def form_data(params: ReleaseParameters | None = None, **extra) -> dict:
     """What the request form posts for ``params`` (k=5 with 5 % suppression by default): the
     ticked models' checkboxes and parameters, the suppression limit in percent."""
-    from releases.forms import ModelForm
+    from releases.requests.forms import ModelForm
 
     params = params or ReleaseParameters(k=5, suppression_limit=0.05)
     data = {}
@@ -33,7 +35,7 @@ def form_data(params: ReleaseParameters | None = None, **extra) -> dict:
 
 def run(release_request: ReleaseRequest) -> ReleaseRequest:
     """Run the request's round in this process (the worker's body) and reload it."""
-    release.run_release(release_request.pk)
+    release_run.run_release(release_request.pk)
     release_request.refresh_from_db()
     return release_request
 
@@ -66,8 +68,8 @@ def ready_release(
 
 def approve(officer, release_request: ReleaseRequest, *recipients) -> ReleaseRequest:
     """Approve the round as ``officer``, naming ``recipients`` on the release."""
-    from releases.services import review
-    from releases.services.sharing import Additions
+    from releases.requests.services import Additions
+    from releases.review import services as review
 
     review.review(
         officer, release_request.pk, "approve", additions=Additions(recipients=list(recipients))
@@ -78,7 +80,10 @@ def approve(officer, release_request: ReleaseRequest, *recipients) -> ReleaseReq
 
 def download(user, release_request: ReleaseRequest, fmt: str = "csv") -> bytes:
     """Accept the terms (once) and download ``fmt`` through the service; the file's bytes."""
-    from releases.services import downloads, lifecycle, sharing, storage
+    from releases.core import storage
+    from releases.requests import downloads
+    from releases.requests import rules as lifecycle
+    from releases.requests import services as sharing
 
     if not lifecycle.has_accepted_terms(user, release_request):
         sharing.accept_terms(user, release_request.pk)

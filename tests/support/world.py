@@ -17,6 +17,8 @@ from unittest import mock
 from django.contrib.auth.models import AnonymousUser, User
 from django.test import override_settings
 
+from releases.background import outbox as dispatch
+from releases.core import roles
 from releases.models import (
     AuditEvent,
     Dataset,
@@ -27,7 +29,7 @@ from releases.models import (
     Role,
     TermsAcceptance,
 )
-from releases.services import dispatch, roles, sharing
+from releases.requests import services as sharing
 from tests.support.workflow import ready_release
 
 #: The people: who they are to the request.

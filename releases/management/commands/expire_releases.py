@@ -6,7 +6,7 @@ timer) so the state, the audit log and the queues say so too. A starting worker 
 
 from django.core.management.base import BaseCommand
 
-from releases.services.sharing import expire_due
+from releases.requests.services import expire_due
 
 
 class Command(BaseCommand):

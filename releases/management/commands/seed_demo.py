@@ -20,7 +20,15 @@ from django.contrib.auth.models import Group
 from django.core.files import File
 from django.core.management.base import BaseCommand, CommandError
 
-from releases.services import roles
+from anonymizer_site.celery import app as celery_app
+from releases.core import roles
+from releases.datasets import services as datasets
+from releases.models import Dataset, ReleaseRequest, Role
+from releases.requests import reproduction
+from releases.requests import services as requests
+from releases.requests.parameters import ReleaseParameters
+from releases.requests.services import Sharing
+from releases.review import services as review
 
 DEMO_ACCOUNTS = [
     ("steward", roles.STEWARDS),
@@ -76,11 +84,6 @@ class Command(BaseCommand):
             self.seed_release()
 
     def seed_release(self) -> None:
-        from anonymizer_site.celery import app as celery_app
-        from releases.models import Dataset, ReleaseRequest, Role
-        from releases.services import datasets, release, reproduction, review
-        from releases.services.release import ReleaseParameters, Sharing
-
         users = get_user_model().objects
         steward = users.get(username="steward")
         officer = users.get(username="officer")
@@ -117,7 +120,7 @@ class Command(BaseCommand):
                         )
                 else:
                     datasets.set_column_role(steward, dataset, column.pk, Role.INSENSITIVE)
-            release_request = release.request_release(
+            release_request = requests.request_release(
                 steward,
                 dataset,
                 ReleaseParameters(k=5, suppression_limit=0.05),

@@ -1,0 +1,222 @@
+"""A profiled dataset's cells as strings in a Parquet file beside its original (the column store).
+
+The profiling task writes it in the same pass as it reads the uploaded file (row groups of
+dictionary-encoded strings), and keeps the original's SHA-256 in the file's metadata. Whoever
+needs a few columns (profiles, a type override, hierarchy values, the risk of the chosen
+quasi-identifiers, a release run) reads just those from here, as Categoricals where values
+repeat, instead of parsing the original again.
+
+It lives in private storage under ``<original>.columns.parquet``; on object storage a reader
+gets a temporary local copy (``storage.local_path``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+import pyarrow.parquet as pq
+from django.conf import settings
+
+from releases.core import storage
+from releases.core.errors import InvalidInput
+from releases.datasets.originals import read_limits, scan_original
+from releases.models import Dataset
+
+SUFFIX = ".columns.parquet"
+#: Metadata key holding the SHA-256 of the original file the store was read from.
+SOURCE_SHA256 = b"anonymizer.source_sha256"
+
+
+def name_of(dataset: Dataset) -> str:
+    """The store's name in private storage."""
+    return f"{dataset.file_path}{SUFFIX}"
+
+
+class Writer:
+    """Writes batches of string columns to a local Parquet file, one row group per batch."""
+
+    def __init__(self, path: Path, schema: pa.Schema, source_sha256: str) -> None:
+        self.path = path
+        metadata = {SOURCE_SHA256: source_sha256.encode()}
+        self.schema = schema.with_metadata(metadata)
+        self._writer = pq.ParquetWriter(
+            path, self.schema, compression="zstd", use_dictionary=True, write_statistics=False
+        )
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        self._writer.write_batch(batch.replace_schema_metadata(self.schema.metadata))
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+def save(dataset: Dataset, local: Path) -> str:
+    """Store a written column store for ``dataset`` (replacing any earlier one)."""
+    name = name_of(dataset)
+    storage.delete_quietly(name)
+    return storage.save_file("datasets", SUFFIX, local, name=name)
+
+
+@contextlib.contextmanager
+def opened(dataset: Dataset) -> Iterator[Path]:
+    """A local path of the dataset's column store; written first for datasets profiled before
+    stores existed. Refuses a store that was not read from the dataset's recorded original."""
+    if not dataset.file_path:
+        raise InvalidInput("This dataset's file was refused and is not stored.")
+    if not storage.exists(name_of(dataset)):
+        rebuild(dataset)
+    with storage.local_path(name_of(dataset)) as path:
+        recorded = (pq.read_schema(path).metadata or {}).get(SOURCE_SHA256, b"").decode()
+        if recorded != dataset.sha256:
+            raise InvalidInput(
+                "The dataset's column store was not read from its recorded file "
+                "(its SHA-256 differs)."
+            )
+        yield path
+
+
+def _names(path: Path, columns: list[str] | None) -> list[str]:
+    available = pq.read_schema(path).names
+    names = list(available) if columns is None else list(columns)
+    missing = [c for c in names if c not in available]
+    if missing:
+        raise InvalidInput(f"The dataset has no column {missing[0]!r}.")
+    return names
+
+
+def read_arrow(dataset: Dataset, columns: list[str] | None = None) -> pa.Table:
+    """The named columns (all when None) as an Arrow table of dictionary-encoded strings."""
+    with opened(dataset) as path:
+        names = _names(path, columns)
+        return pq.ParquetFile(path, read_dictionary=names).read(columns=names, use_threads=True)
+
+
+#: Above this many distinct values a column read ``categorical`` comes as Arrow strings instead
+#: (IDs, free text): a Categorical's categories would be one Python string per distinct value.
+CATEGORICAL_MAX_VALUES = 200_000
+#: Cells read from the store at a time into Categoricals (their int32 codes: 32 MB).
+READ_CELLS = 8 * 1024 * 1024
+
+
+def read(
+    dataset: Dataset,
+    columns: list[str] | None = None,
+    categorical: bool = False,
+    categorical_max: int | None = None,
+) -> pd.DataFrame:
+    """The named columns (all when None) as strings ("" for missing values), in the order asked.
+
+    ``categorical``: pandas Categoricals (a small integer per row, so millions of rows fit),
+    except columns with more than ``categorical_max`` distinct values (default
+    :data:`CATEGORICAL_MAX_VALUES`), which come as pandas
+    Arrow strings (``string[pyarrow]``: Arrow buffers, no Python object per cell); else object
+    strings, as callers that group on them without ``observed=True`` need.
+    """
+    with opened(dataset) as path:
+        names = _names(path, columns)
+        parquet = pq.ParquetFile(path, read_dictionary=names if categorical else None)
+        if not categorical:
+            frame = parquet.read(columns=names, use_threads=True).to_pandas()
+            frame.columns = names
+            return frame
+        # A few columns at a time: Arrow's int32 indices of those, not of all, exist at once
+        # (one column of a tall file; many of a wide one, where a read per column would parse
+        # the file's metadata thousands of times).
+        if categorical_max is None:
+            categorical_max = CATEGORICAL_MAX_VALUES
+        distinct = list(dict.fromkeys(names))
+        per_read = max(1, READ_CELLS // max(parquet.metadata.num_rows, 1))
+        by_name = {}
+        for start in range(0, len(distinct), per_read):
+            group = distinct[start : start + per_read]
+            table = parquet.read(columns=group, use_threads=True)
+            for name, column in zip(group, table.columns, strict=True):
+                by_name[name] = _as_pandas(column, categorical_max)
+            del table
+            pa.default_memory_pool().release_unused()
+    return pd.DataFrame({f"c{i}": by_name[name] for i, name in enumerate(names)}).set_axis(
+        names, axis=1
+    )
+
+
+def _as_pandas(column: pa.ChunkedArray, categorical_max: int) -> pd.Series:
+    """A dictionary-encoded column as a Categorical, or as Arrow strings past the bound."""
+    if column.num_chunks:
+        column = column.unify_dictionaries()
+        if len(column.chunk(0).dictionary) > categorical_max:
+            return pd.Series(pd.arrays.ArrowExtensionArray(pc.cast(column, pa.string())))
+    return column.to_pandas()
+
+
+def open_local(path: Path) -> pq.ParquetFile:
+    """A local store opened once for reading many columns (opening parses the metadata of
+    every column: per column, that would cost as much as the reading on wide files)."""
+    return pq.ParquetFile(path, read_dictionary=pq.read_schema(path).names)
+
+
+def value_counts(parquet: pq.ParquetFile, name: str) -> tuple[pa.Array, pa.Array]:
+    """(distinct values, their counts) of one column of an opened store, in order of first
+    appearance."""
+    return value_counts_of(parquet, [name])[0]
+
+
+def value_counts_of(parquet: pq.ParquetFile, names: list[str]) -> list[tuple[pa.Array, pa.Array]]:
+    """:func:`value_counts` of several columns, read together."""
+    table = parquet.read(columns=names, use_threads=True)
+    return [_counted(column) for column in table.columns]
+
+
+def _counted(column: pa.ChunkedArray) -> tuple[pa.Array, pa.Array]:
+    counts = pc.value_counts(column)
+    values = counts.field("values")
+    if pa.types.is_dictionary(values.type):
+        values = values.dictionary_decode()
+    return values, counts.field("counts")
+
+
+#: Rows read at a time where only a column's distinct values are wanted.
+DISTINCT_BATCH_ROWS = 1024 * 1024
+
+
+def distinct_values(dataset: Dataset, name: str) -> list[str]:
+    """A column's distinct values, in order of first appearance.
+
+    Read a batch at a time (a web request validating a hierarchy needs them): memory is a
+    batch's codes and the distinct values, not the column."""
+    seen: dict[str, None] = {}
+    with opened(dataset) as path:
+        _names(path, [name])
+        parquet = pq.ParquetFile(path, read_dictionary=[name])
+        for batch in parquet.iter_batches(batch_size=DISTINCT_BATCH_ROWS, columns=[name]):
+            column = batch.column(0)
+            used = pc.unique(column.indices).drop_null()
+            seen.update(dict.fromkeys(column.dictionary.take(used).to_pylist()))
+    pa.default_memory_pool().release_unused()
+    return list(seen)
+
+
+def rebuild(dataset: Dataset) -> None:
+    """Write the store of a dataset profiled before stores existed, from its original."""
+    with (
+        tempfile.TemporaryDirectory(dir=settings.FILE_UPLOAD_TEMP_DIR) as folder,
+        scan_original(dataset, read_limits()) as scan,
+    ):
+        local = Path(folder) / "columns.parquet"
+        writer = Writer(local, scan.schema, dataset.sha256)
+        try:
+            for batch in scan.batches():
+                writer.write(batch)
+        finally:
+            writer.close()
+        save(dataset, local)
+
+
+def delete(dataset: Dataset) -> None:
+    if dataset.file_path:
+        storage.delete_quietly(name_of(dataset))

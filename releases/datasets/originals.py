@@ -1,0 +1,79 @@
+"""The stored original of a dataset: the bounds every upload is read within, and the file opened
+for reading in batches once its SHA-256 is checked (the profiling job reads it into the column
+store; the column store rebuilds itself from it for datasets profiled before stores existed)."""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+from collections.abc import Iterator
+from pathlib import Path
+
+import pandas as pd
+import pyarrow as pa
+from django.conf import settings
+
+from releases.core import storage
+from releases.core.errors import InvalidInput
+from releases.engine import tabular
+from releases.engine.tabular import ReadLimits, TableError, TableFormat, TableScan
+from releases.models import Dataset
+
+
+def read_limits() -> ReadLimits:
+    """The bounds every uploaded file is read within (settings MAX_*)."""
+    return ReadLimits(
+        max_bytes=settings.MAX_UNCOMPRESSED_BYTES,
+        max_rows=settings.MAX_ROWS,
+        max_columns=settings.MAX_COLUMNS,
+        max_cell_bytes=settings.MAX_CELL_BYTES,
+        max_compression_ratio=settings.MAX_COMPRESSION_RATIO,
+    )
+
+
+def _stored_format(dataset: Dataset) -> TableFormat | None:
+    if dataset.file_format in ("xlsx", "parquet") or dataset.encoding:
+        return TableFormat(
+            encoding=dataset.encoding,
+            delimiter=dataset.delimiter or ",",
+            file_format=dataset.file_format,
+            sheet=dataset.sheet_name,
+        )
+    if dataset.file_format == "tsv":
+        return TableFormat(file_format="tsv")
+    return None
+
+
+def _check_sha256(path: Path, expected: str) -> None:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        while chunk := handle.read(storage.CHUNK_BYTES * 8):
+            digest.update(chunk)
+    if digest.hexdigest() != expected:
+        raise InvalidInput("The stored dataset file does not match its recorded SHA-256.")
+
+
+@contextlib.contextmanager
+def scan_original(dataset: Dataset, limits: ReadLimits | None = None) -> Iterator[TableScan]:
+    """The stored original, checked against its SHA-256 and opened for reading in batches.
+
+    ``TableError`` (raised while opening or while iterating) says what is wrong with the file.
+    """
+    if not dataset.file_path:
+        raise InvalidInput("This dataset's file was refused and is not stored.")
+    with storage.local_path(dataset.file_path) as path:
+        _check_sha256(path, dataset.sha256)
+        scan = tabular.open_table(
+            path, _stored_format(dataset), dataset.original_filename, limits or read_limits()
+        )
+        yield scan
+
+
+def read_dataset_file(dataset: Dataset) -> tuple[pd.DataFrame, TableFormat]:
+    """The whole original as a DataFrame of strings (small files and tests)."""
+    try:
+        with scan_original(dataset) as scan:
+            table = pa.Table.from_batches(list(scan.batches()), schema=scan.schema)
+            return table.to_pandas(), scan.format
+    except TableError as exc:
+        raise InvalidInput(str(exc)) from None

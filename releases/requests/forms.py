@@ -1,0 +1,344 @@
+"""The request forms: the privacy model of an extract (generated from the engine's registry of
+privacy models), who receives a release and on which terms, a resubmission, a revocation."""
+
+from __future__ import annotations
+
+from decimal import Decimal
+
+from django import forms
+
+from releases.engine import POPULATION_PARAMS, REGISTRY, EngineError, ParamSpec, PrivacyModel
+from releases.models import ReleaseRequest
+from releases.requests.parameters import ReleaseParameters
+from releases.requests.selectors import (
+    identifiers_released_unchanged,
+    recipient_choices,
+    recipient_group_choices,
+)
+from releases.requests.services import Sharing, default_terms
+
+
+def _param_field(spec: ParamSpec) -> forms.Field:
+    """A form field for one parameter of a privacy model (bounds, choices and help from its
+    definition; whether it is needed is the model's to say, once it is chosen)."""
+    if spec.kind == "choice":
+        return forms.ChoiceField(
+            label=spec.label,
+            choices=spec.choices,
+            initial=spec.default,
+            required=False,
+            help_text=spec.help,
+        )
+    attrs = {"step": "1" if spec.kind == "int" else "any"}
+    if spec.minimum is not None:
+        attrs["min"] = f"{spec.minimum:g}"
+    if spec.maximum is not None:
+        attrs["max"] = f"{spec.maximum:g}"
+    # The bounds are checked by the engine, which also knows the exclusive ones.
+    return forms.FloatField(
+        label=spec.label,
+        initial=spec.default,
+        required=False,
+        help_text=spec.help,
+        widget=forms.NumberInput(attrs=attrs),
+    )
+
+
+def _use_key(model: str) -> str:
+    """The checkbox that asks for a privacy model."""
+    return f"use__{model}"
+
+
+class ModelForm(forms.Form):
+    """The privacy models, suppression limit, population and algorithm of a release request,
+    generated from the engine's definitions (``releases.engine.criteria.REGISTRY``): one
+    group per model, asked for by its checkbox, with its parameters. The engine validates."""
+
+    #: Asked for on a new request: k-anonymity with k=5 (and 5 % suppression).
+    DEFAULT_MODELS = {"k-anonymity": {"k": 5}}
+
+    suppression_percent = forms.DecimalField(
+        label="Suppression limit (% of rows that may be removed)",
+        min_value=0,
+        max_value=100,
+        decimal_places=2,
+        initial=5,
+    )
+    algorithm = forms.ChoiceField(
+        choices=ReleaseRequest.Algorithm.choices,
+        initial=ReleaseRequest.Algorithm.OPTIMAL,
+        required=False,
+    )
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for name, kind in REGISTRY.items():
+            self.fields[_use_key(name)] = forms.BooleanField(
+                label=kind.label,
+                required=False,
+                initial=name in self.DEFAULT_MODELS,
+                help_text=kind.summary,
+            )
+            defaults = self.DEFAULT_MODELS.get(name, {})
+            for spec in kind.params:
+                field = _param_field(spec)
+                if spec.name in defaults:
+                    field.initial = defaults[spec.name]
+                self.fields[spec.key(name)] = field
+        for spec in POPULATION_PARAMS:
+            self.fields[spec.name] = _param_field(spec)
+        # Whole numbers show as such ("5", not "5.0") when the form is filled back.
+        for name, value in list(self.initial.items()):
+            if isinstance(value, float) and value.is_integer():
+                self.initial[name] = int(value)
+
+    # --- what the template shows
+
+    def model_groups(self) -> list[dict]:
+        """One group per privacy model: its checkbox, its parameters, and its errors."""
+        return [
+            {
+                "name": name,
+                "label": kind.label,
+                "summary": kind.summary,
+                "needs_sensitive": kind.needs_sensitive,
+                "needs_population": kind.needs_population,
+                "use": self[_use_key(name)],
+                "params": [self[spec.key(name)] for spec in kind.params],
+            }
+            for name, kind in REGISTRY.items()
+        ]
+
+    def protection(self) -> dict[str, str]:
+        """The models that protect against finding a person and those that also protect the
+        sensitive columns (they need one), named for the form's introduction."""
+
+        def listed(labels: list[str]) -> str:
+            return " and ".join(filter(None, [", ".join(labels[:-1]), *labels[-1:]]))
+
+        kinds = list(REGISTRY.values())
+        return {
+            "identity": listed([k.label for k in kinds if not k.needs_sensitive]),
+            "sensitive": listed([k.label for k in kinds if k.needs_sensitive]),
+        }
+
+    def population_fields(self):
+        return [self[spec.name] for spec in POPULATION_PARAMS]
+
+    def model_fields(self):
+        """The fields of the privacy model (not the sharing or justification fields)."""
+        names = ["suppression_percent", "algorithm"]
+        for name, kind in REGISTRY.items():
+            names += [_use_key(name), *(spec.key(name) for spec in kind.params)]
+        names += [spec.name for spec in POPULATION_PARAMS]
+        return [self[name] for name in names]
+
+    # --- validation, through the engine
+
+    def clean(self):
+        data = super().clean()
+        chosen: dict = {}
+        for name, kind in REGISTRY.items():
+            if not data.get(_use_key(name)):
+                continue
+            values = {spec.name: data.get(spec.key(name)) for spec in kind.params}
+            main = kind.params[0]
+            if values[main.name] is None:
+                self.add_error(main.key(name), f"{kind.label} needs {main.label}.")
+                continue
+            try:
+                kind(**values).validate()
+            except EngineError as exc:
+                self.add_error(main.key(name), str(exc))
+                continue
+            chosen.update({spec.key(name): values[spec.name] for spec in kind.params})
+        for spec in POPULATION_PARAMS:
+            try:
+                problem = spec.problem(spec.coerce(data.get(spec.name)), "The population")
+            except EngineError as exc:
+                problem = str(exc)
+            if problem:
+                self.add_error(spec.name, problem)
+        if self.errors:
+            return data
+        if not chosen:
+            raise forms.ValidationError("Choose at least one privacy model.")
+        population = {
+            spec.name: data.get(spec.name)
+            for spec in POPULATION_PARAMS
+            if data.get(spec.name) is not None
+        }
+        percent = data.get("suppression_percent")
+        limit = float(percent / Decimal(100)) if percent is not None else 0.0
+        try:
+            self.privacy_model = PrivacyModel.from_fields(
+                {**chosen, **population}, suppression_limit=limit
+            )
+        except EngineError as exc:
+            raise forms.ValidationError(str(exc)) from None
+        return data
+
+    def parameters(self) -> ReleaseParameters:
+        return ReleaseParameters(
+            self.privacy_model,
+            self.cleaned_data.get("algorithm") or ReleaseRequest.Algorithm.OPTIMAL,
+        )
+
+    @classmethod
+    def initial_for(cls, params: ReleaseParameters) -> dict:
+        """The form's fields filled from parameters (to resubmit a request changed): only
+        the models they ask for are ticked."""
+        model = params.model
+        initial: dict = {
+            "suppression_percent": Decimal(str(round(model.suppression_limit * 100, 2))),
+            "algorithm": params.algorithm,
+        }
+        initial.update({_use_key(name): False for name in REGISTRY})
+        initial.update({_use_key(c.name): True for c in model.criteria})
+        initial.update({k: v for k, v in model.fields().items() if k != "suppression_limit"})
+        return initial
+
+    @classmethod
+    def initial_from(cls, release_request: ReleaseRequest) -> dict:
+        return cls.initial_for(ReleaseParameters.of(release_request))
+
+
+class JustificationsMixin:
+    """One text field per column suggested as a direct identifier that the tagging releases as
+    it is: releasing it needs a written reason, kept on the request and shown to officers."""
+
+    def add_justification_fields(self, dataset) -> None:
+        self.justified_columns = (
+            identifiers_released_unchanged(dataset) if dataset is not None else []
+        )
+        for column in self.justified_columns:
+            self.fields[f"justify-{column.pk}"] = forms.CharField(
+                label=f"Why must {column.name} be released as it is?",
+                help_text=column.suggestion_reason,
+                widget=forms.Textarea(attrs={"rows": 2}),
+                max_length=2000,
+                required=False,
+            )
+
+    def justification_fields(self):
+        return [self[f"justify-{c.pk}"] for c in self.justified_columns]
+
+    def justifications(self) -> dict[str, str]:
+        return {
+            c.name: self.cleaned_data.get(f"justify-{c.pk}", "") for c in self.justified_columns
+        }
+
+
+class ReleaseRequestForm(JustificationsMixin, ModelForm):
+    """A release request: the privacy model, who receives it, on which terms, until when."""
+
+    recipients = forms.ModelMultipleChoiceField(
+        queryset=ReleaseRequest.recipients.field.related_model.objects.none(),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Recipients (only they can see and download the release)",
+    )
+    recipient_groups = forms.ModelMultipleChoiceField(
+        queryset=ReleaseRequest.recipient_groups.field.related_model.objects.none(),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Recipient groups (their members who are recipients)",
+    )
+    terms = forms.CharField(
+        label="Terms of use (the data sharing agreement each recipient accepts; empty: the "
+        "site's default)",
+        widget=forms.Textarea(attrs={"rows": 4}),
+        max_length=20000,
+        required=False,
+    )
+    expires_at = forms.DateField(
+        label="Available until (last day; empty: no expiry)",
+        required=False,
+        widget=forms.DateInput(attrs={"type": "date"}),
+    )
+
+    def __init__(self, *args, dataset=None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["recipients"].queryset = recipient_choices()
+        self.fields["recipient_groups"].queryset = recipient_group_choices()
+        self.fields["terms"].initial = default_terms()
+        self.add_justification_fields(dataset)
+
+    def sharing(self) -> Sharing:
+        data = self.cleaned_data
+        return Sharing(
+            recipients=list(data.get("recipients") or []),
+            recipient_groups=list(data.get("recipient_groups") or []),
+            terms=(data.get("terms") or "").strip() or None,
+            expires_at=data.get("expires_at"),
+        )
+
+
+class ResubmitForm(JustificationsMixin, ModelForm):
+    response = forms.CharField(
+        label="Your answer to the reviewers (or what changed)",
+        widget=forms.Textarea(attrs={"rows": 3}),
+        max_length=5000,
+    )
+
+    def __init__(self, *args, dataset=None, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.add_justification_fields(dataset)
+
+
+class RevokeForm(forms.Form):
+    reason = forms.CharField(
+        label="Why is this release revoked? (shown to its recipients)",
+        widget=forms.Textarea(attrs={"rows": 2}),
+        max_length=5000,
+    )
+
+
+class SharingForm(forms.Form):
+    """Who receives a release and on which terms (the statistics request's part)."""
+
+    recipients = forms.ModelMultipleChoiceField(
+        queryset=ReleaseRequest.recipients.field.related_model.objects.none(),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Recipients (only they can see and download the release)",
+    )
+    recipient_groups = forms.ModelMultipleChoiceField(
+        queryset=ReleaseRequest.recipient_groups.field.related_model.objects.none(),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Recipient groups (their members who are recipients)",
+    )
+    terms = forms.CharField(
+        label="Terms of use (the data sharing agreement each recipient accepts; empty: the "
+        "site's default)",
+        widget=forms.Textarea(attrs={"rows": 4}),
+        max_length=20000,
+        required=False,
+    )
+    expires_at = forms.DateField(
+        label="Available until (last day; empty: no expiry)",
+        required=False,
+        widget=forms.DateInput(attrs={"type": "date"}),
+    )
+    response = forms.CharField(
+        label="Your answer to the reviewers (or what changed)",
+        widget=forms.Textarea(attrs={"rows": 3}),
+        max_length=5000,
+        required=False,
+    )
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["recipients"].queryset = recipient_choices()
+        self.fields["recipient_groups"].queryset = recipient_group_choices()
+        self.fields["terms"].initial = default_terms()
+
+    def sharing(self) -> Sharing:
+        data = self.cleaned_data
+        return Sharing(
+            recipients=list(data.get("recipients") or []),
+            recipient_groups=list(data.get("recipient_groups") or []),
+            terms=(data.get("terms") or "").strip() or None,
+            expires_at=data.get("expires_at"),
+        )

@@ -1,0 +1,560 @@
+"""The release request's lifecycle: one transition table, and who may do what.
+
+``TRANSITIONS`` maps (state, action) to the next state and to who may act. Every action has a
+pair of functions made from the table and the action's conditions:
+
+* ``can_<action>(user, request) -> bool`` for pages (and :func:`buttons`, which also gives
+  the reason a button is disabled);
+* ``check_<action>(user, request)`` for services, raising ``Http404`` when the request is out
+  of the user's sight, ``PermissionDenied`` when the user may not do this, and
+  ``InvalidInput`` when the request's state (or a condition, such as a vote already cast)
+  stops it, each with a sentence for the person.
+
+Services never re-derive these rules, and neither do views or templates. The worker's steps
+(``start_run``, ``finish_run``, ``fail_run``, ``retry_run``, ``expire``) are actions of the system: their
+user is ``None``.
+
+An approved release whose expiry date has passed is treated as expired here (its
+:attr:`~releases.models.ReleaseRequest.effective_state`) even before the state is written, so
+it can never be downloaded a day too late.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from django.core.exceptions import PermissionDenied
+from django.http import Http404
+
+from releases.core import roles
+from releases.core.errors import InvalidInput
+from releases.models import ReleaseRequest, Reproduction, Review, TermsAcceptance
+from releases.requests import kinds
+
+State = ReleaseRequest.State
+Kind = ReleaseRequest.Kind
+
+# --- Who ---------------------------------------------------------------------------------------
+
+SYSTEM = "system"
+REQUESTER = "requester"
+REQUESTER_OR_OFFICER = "requester or officer"
+REVIEWER = "reviewer"
+OFFICER = "officer"
+RECEIVER = "receiver"
+
+
+def is_requester(user, release_request: ReleaseRequest) -> bool:
+    return user is not None and release_request.requested_by_id == user.pk
+
+
+def is_named_recipient(user, release_request: ReleaseRequest) -> bool:
+    """Named on the release, directly or through a group, and holding the recipient role."""
+    if user is None or not user.is_authenticated or not roles.is_recipient(user):
+        return False
+    if release_request.recipients.filter(pk=user.pk).exists():
+        return True
+    return release_request.recipient_groups.filter(user=user).exists()
+
+
+def _who_refuses(who: str, user, release_request: ReleaseRequest, action: Action) -> str:
+    """Why ``user`` may not do ``action`` (empty when they may)."""
+    if who == SYSTEM:
+        return "" if user is None else f"Only the worker can {action.verb}."
+    if user is None or not user.is_authenticated:
+        return f"Log in to {action.verb}."
+    if who == REQUESTER:
+        return (
+            "" if is_requester(user, release_request) else f"Only the requester can {action.verb}."
+        )
+    if who == REQUESTER_OR_OFFICER:
+        if is_requester(user, release_request) or roles.is_officer(user):
+            return ""
+        return f"Only the requester or a privacy officer can {action.verb}."
+    if who == REVIEWER:
+        if not roles.is_officer(user):
+            return "Only privacy officers can review release requests."
+        if is_requester(user, release_request):
+            return "Nobody can review a release they requested themselves."
+        return ""
+    if who == OFFICER:
+        return "" if roles.is_officer(user) else f"Only privacy officers can {action.verb}."
+    if who == RECEIVER:
+        if is_requester(user, release_request) or is_named_recipient(user, release_request):
+            return ""
+        return f"Only the recipients named on this release and its requester can {action.verb}."
+    raise ValueError(f"Unknown actor {who!r}")
+
+
+# --- The table ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Transition:
+    #: The state after the action; ``None``: the action does not change the state.
+    target: str | None
+    who: str
+    label: str
+
+
+TRANSITIONS: dict[tuple[str, str], Transition] = {
+    (State.QUEUED, "start_run"): Transition(State.RUNNING, SYSTEM, "Start the run"),
+    (State.RUNNING, "finish_run"): Transition(State.READY, SYSTEM, "Finish the run"),
+    (State.RUNNING, "fail_run"): Transition(State.FAILED, SYSTEM, "Fail the run"),
+    # The worker running it stopped (killed, out of memory): another attempt, by the sweeper.
+    (State.RUNNING, "retry_run"): Transition(State.QUEUED, SYSTEM, "Retry the run"),
+    (State.QUEUED, "cancel"): Transition(State.CANCELLED, REQUESTER_OR_OFFICER, "Cancel"),
+    (State.RUNNING, "cancel"): Transition(State.CANCELLED, REQUESTER_OR_OFFICER, "Cancel"),
+    (State.READY, "approve"): Transition(State.APPROVED, REVIEWER, "Approve"),
+    (State.READY, "request_changes"): Transition(
+        State.CHANGES_REQUESTED, REVIEWER, "Request changes"
+    ),
+    (State.READY, "reject"): Transition(State.REJECTED, REVIEWER, "Reject"),
+    (State.CHANGES_REQUESTED, "resubmit"): Transition(State.QUEUED, REQUESTER, "Resubmit"),
+    (State.FAILED, "resubmit"): Transition(State.QUEUED, REQUESTER, "Resubmit"),
+    (State.CANCELLED, "resubmit"): Transition(State.QUEUED, REQUESTER, "Resubmit"),
+    (State.READY, "rerun"): Transition(State.QUEUED, REQUESTER, "Re-run with these levels"),
+    (State.CHANGES_REQUESTED, "rerun"): Transition(
+        State.QUEUED, REQUESTER, "Re-run with these levels"
+    ),
+    (State.APPROVED, "revoke"): Transition(State.REVOKED, OFFICER, "Revoke"),
+    (State.APPROVED, "expire"): Transition(State.EXPIRED, SYSTEM, "Expire"),
+    (State.APPROVED, "accept_terms"): Transition(None, RECEIVER, "Accept the terms"),
+    (State.APPROVED, "download"): Transition(None, RECEIVER, "Download"),
+    (State.READY, "reproduce"): Transition(None, OFFICER, "Reproduce"),
+    (State.APPROVED, "reproduce"): Transition(None, OFFICER, "Reproduce"),
+}
+
+#: Approve needs REQUIRED_APPROVALS votes: below that, an approval leaves the request ready.
+PARTIAL_APPROVAL_TARGET = State.READY
+
+
+# --- Conditions beyond state and role ------------------------------------------------------------
+
+
+def _not_voted(user, release_request: ReleaseRequest) -> str:
+    if release_request.reviews.filter(round=release_request.round, reviewer_id=user.pk).exists():
+        return "You have already reviewed this round."
+    return ""
+
+
+def _checks_pass(user, release_request: ReleaseRequest) -> str:
+    # The checks read the stored result; which checks is the request's kind's.
+    failed = [c for c in kinds.of(release_request).checks(release_request) if not c.passed]
+    if failed:
+        return (
+            "This result cannot be approved: its checks did not pass ("
+            + "; ".join(f"{c.name}: {c.detail}" for c in failed)
+            + ")."
+        )
+    return _not_voted(user, release_request)
+
+
+def _other_candidates(user, release_request: ReleaseRequest) -> str:
+    """The result lists a candidate other than the one it applies."""
+    summary = release_request.summary or {}
+    applied = summary.get("levels")
+    if any(c.get("levels") != applied for c in summary.get("candidates") or []):
+        return ""
+    if summary and summary.get("levels") is None:
+        return "Mondrian recodes locally: it has no generalization levels to choose from."
+    return "The search found no other transformation that satisfies the privacy model."
+
+
+def _terms_accepted(user, release_request: ReleaseRequest) -> str:
+    if has_accepted_terms(user, release_request):
+        return ""
+    return "Accept the terms of use before the first download."
+
+
+def _terms_not_yet_accepted(user, release_request: ReleaseRequest) -> str:
+    if has_accepted_terms(user, release_request):
+        return "You have accepted these terms."
+    return ""
+
+
+def _past_expiry(user, release_request: ReleaseRequest) -> str:
+    return "" if release_request.is_past_expiry else "Its expiry date has not passed."
+
+
+def _no_reproduction_under_way(user, release_request: ReleaseRequest) -> str:
+    busy = release_request.reproductions.filter(
+        round=release_request.round,
+        state__in=[Reproduction.State.QUEUED, Reproduction.State.RUNNING],
+    ).exists()
+    if busy:
+        return "A reproduction of this round is under way."
+    if not release_request.package_sha256:
+        return "This round has no package to compare with."
+    return ""
+
+
+def has_accepted_terms(user, release_request: ReleaseRequest) -> bool:
+    """Has ``user`` accepted exactly the release's current terms?"""
+    if user is None or not user.is_authenticated:
+        return False
+    return TermsAcceptance.objects.filter(
+        request=release_request, user=user, terms_sha256=release_request.terms_sha256
+    ).exists()
+
+
+@dataclass(frozen=True)
+class Action:
+    name: str
+    #: Completes "Only the requester can ..." and "Log in to ...".
+    verb: str
+    #: Why the state stops it, after "This request is <state>; ".
+    state_rule: str
+    #: States in which a page shows its button (disabled with the reason outside the table).
+    shown_in: frozenset[str]
+    guard: Callable[[object, ReleaseRequest], str] | None = None
+    #: The kinds of request the action applies to (a page shows no button for the others).
+    kinds: frozenset[str] = frozenset(Kind.values)
+    #: Why another kind of request does not have it.
+    kind_rule: str = ""
+
+
+_RELEASED = frozenset({State.APPROVED, State.REVOKED, State.EXPIRED})
+_REVIEW_RULE = "only a request that is ready for review can be decided."
+
+ACTIONS: dict[str, Action] = {
+    a.name: a
+    for a in (
+        Action("start_run", "start a run", "only a queued request can start running.", frozenset()),
+        Action("finish_run", "finish a run", "only a running request can finish.", frozenset()),
+        Action("fail_run", "fail a run", "only a running request can fail.", frozenset()),
+        Action("retry_run", "retry a run", "only a running request can be retried.", frozenset()),
+        Action(
+            "cancel",
+            "cancel a request",
+            "only a queued or running request can be cancelled.",
+            frozenset({State.QUEUED, State.RUNNING}),
+        ),
+        Action(
+            "approve",
+            "review release requests",
+            _REVIEW_RULE,
+            frozenset({State.READY}),
+            _checks_pass,
+        ),
+        Action(
+            "request_changes",
+            "review release requests",
+            _REVIEW_RULE,
+            frozenset({State.READY}),
+            _not_voted,
+        ),
+        Action(
+            "reject",
+            "review release requests",
+            _REVIEW_RULE,
+            frozenset({State.READY}),
+            _not_voted,
+        ),
+        Action(
+            "resubmit",
+            "resubmit a release request",
+            "only a request with changes requested, whose run failed or that was cancelled "
+            "can be resubmitted.",
+            frozenset({State.CHANGES_REQUESTED, State.FAILED, State.CANCELLED}),
+        ),
+        Action(
+            "rerun",
+            "re-run a request with a candidate's levels",
+            "only a result ready for review or with changes requested can be re-run with "
+            "another candidate.",
+            frozenset({State.READY, State.CHANGES_REQUESTED}),
+            _other_candidates,
+        ),
+        Action(
+            "revoke",
+            "revoke a release",
+            "only an approved release can be revoked.",
+            _RELEASED,
+        ),
+        Action(
+            "expire",
+            "expire a release",
+            "only an approved release can expire.",
+            frozenset(),
+            _past_expiry,
+        ),
+        Action(
+            "accept_terms",
+            "accept the terms of this release",
+            "only an approved release that has not expired or been revoked can be downloaded.",
+            _RELEASED,
+            _terms_not_yet_accepted,
+        ),
+        Action(
+            "download",
+            "download this release",
+            "only an approved release that has not expired or been revoked can be downloaded.",
+            _RELEASED,
+            _terms_accepted,
+        ),
+        Action(
+            "reproduce",
+            "reproduce a release",
+            "only a result ready for review or an approved release can be reproduced.",
+            frozenset({State.READY, *_RELEASED}),
+            _no_reproduction_under_way,
+            kinds=frozenset({Kind.EXTRACT}),
+            kind_rule="A statistics release is not re-run: its noise is drawn once, and drawing "
+            "it again would spend the privacy budget again.",
+        ),
+    )
+}
+
+#: Review decisions are the actions of the same names.
+DECISION_ACTIONS = {
+    Review.Decision.APPROVE: "approve",
+    Review.Decision.CHANGES: "request_changes",
+    Review.Decision.REJECT: "reject",
+}
+
+
+def sources(action: str) -> list[str]:
+    """The states from which ``action`` is possible."""
+    return [state for (state, name) in TRANSITIONS if name == action]
+
+
+def target(state: str, action: str) -> str | None:
+    return TRANSITIONS[(state, action)].target
+
+
+def _who(action: str) -> str:
+    return next(t.who for (_, name), t in TRANSITIONS.items() if name == action)
+
+
+# --- Seeing a request ----------------------------------------------------------------------------
+
+
+def can_view(user, release_request: ReleaseRequest) -> bool:
+    """Officers see every request, a steward their own, a named recipient the approved release
+    (also once revoked or expired, to see why it ended)."""
+    if user is None or not user.is_authenticated:
+        return False
+    if roles.is_officer(user):
+        return True
+    if is_requester(user, release_request) and roles.is_steward(user):
+        return True
+    return release_request.state in ReleaseRequest.RELEASED_STATES and is_named_recipient(
+        user, release_request
+    )
+
+
+def can_see_original(user, release_request: ReleaseRequest) -> bool:
+    """Only officers and the requesting steward see anything computed on the original data."""
+    if user is None or not user.is_authenticated:
+        return False
+    return roles.is_officer(user) or (
+        is_requester(user, release_request) and roles.is_steward(user)
+    )
+
+
+# --- can_ / check_ -------------------------------------------------------------------------------
+
+
+def refusal(action: str, user, release_request: ReleaseRequest) -> tuple[type, str] | None:
+    """(exception class, reason) that stops ``user`` doing ``action`` now, or None."""
+    meta = ACTIONS[action]
+    if user is not None and not can_view(user, release_request):
+        return Http404, "No such release request."
+    reason = _who_refuses(_who(action), user, release_request, meta)
+    if reason:
+        return PermissionDenied, reason
+    if release_request.kind not in meta.kinds:
+        return InvalidInput, meta.kind_rule
+    state = release_request.state if action == "expire" else release_request.effective_state
+    if (state, action) not in TRANSITIONS:
+        label = ReleaseRequest.State(state).label.lower()
+        return InvalidInput, f"This request is {label}; {meta.state_rule}"
+    if meta.guard is not None:
+        reason = meta.guard(user, release_request)
+        if reason:
+            return InvalidInput, reason
+    return None
+
+
+def can(action: str, user, release_request: ReleaseRequest) -> bool:
+    return refusal(action, user, release_request) is None
+
+
+def check(action: str, user, release_request: ReleaseRequest) -> Transition:
+    """Raise the refusal of ``action``, or return its transition."""
+    refused = refusal(action, user, release_request)
+    if refused is not None:
+        exception, reason = refused
+        raise exception(reason)
+    state = release_request.state if action == "expire" else release_request.effective_state
+    return TRANSITIONS[(state, action)]
+
+
+def can_start_run(user, release_request) -> bool:
+    return can("start_run", user, release_request)
+
+
+def check_start_run(user, release_request) -> Transition:
+    return check("start_run", user, release_request)
+
+
+def can_finish_run(user, release_request) -> bool:
+    return can("finish_run", user, release_request)
+
+
+def check_finish_run(user, release_request) -> Transition:
+    return check("finish_run", user, release_request)
+
+
+def can_fail_run(user, release_request) -> bool:
+    return can("fail_run", user, release_request)
+
+
+def check_fail_run(user, release_request) -> Transition:
+    return check("fail_run", user, release_request)
+
+
+def can_retry_run(user, release_request) -> bool:
+    return can("retry_run", user, release_request)
+
+
+def check_retry_run(user, release_request) -> Transition:
+    return check("retry_run", user, release_request)
+
+
+def can_cancel(user, release_request) -> bool:
+    return can("cancel", user, release_request)
+
+
+def check_cancel(user, release_request) -> Transition:
+    return check("cancel", user, release_request)
+
+
+def can_approve(user, release_request) -> bool:
+    return can("approve", user, release_request)
+
+
+def check_approve(user, release_request) -> Transition:
+    return check("approve", user, release_request)
+
+
+def can_request_changes(user, release_request) -> bool:
+    return can("request_changes", user, release_request)
+
+
+def check_request_changes(user, release_request) -> Transition:
+    return check("request_changes", user, release_request)
+
+
+def can_reject(user, release_request) -> bool:
+    return can("reject", user, release_request)
+
+
+def check_reject(user, release_request) -> Transition:
+    return check("reject", user, release_request)
+
+
+def can_resubmit(user, release_request) -> bool:
+    return can("resubmit", user, release_request)
+
+
+def check_resubmit(user, release_request) -> Transition:
+    return check("resubmit", user, release_request)
+
+
+def can_rerun(user, release_request) -> bool:
+    return can("rerun", user, release_request)
+
+
+def check_rerun(user, release_request) -> Transition:
+    return check("rerun", user, release_request)
+
+
+def can_revoke(user, release_request) -> bool:
+    return can("revoke", user, release_request)
+
+
+def check_revoke(user, release_request) -> Transition:
+    return check("revoke", user, release_request)
+
+
+def can_expire(user, release_request) -> bool:
+    return can("expire", user, release_request)
+
+
+def check_expire(user, release_request) -> Transition:
+    return check("expire", user, release_request)
+
+
+def can_accept_terms(user, release_request) -> bool:
+    return can("accept_terms", user, release_request)
+
+
+def check_accept_terms(user, release_request) -> Transition:
+    return check("accept_terms", user, release_request)
+
+
+def can_download(user, release_request) -> bool:
+    return can("download", user, release_request)
+
+
+def check_download(user, release_request) -> Transition:
+    return check("download", user, release_request)
+
+
+def can_reproduce(user, release_request) -> bool:
+    return can("reproduce", user, release_request)
+
+
+def check_reproduce(user, release_request) -> Transition:
+    return check("reproduce", user, release_request)
+
+
+def can_review(user, release_request) -> bool:
+    """Any of the three decisions is open to ``user`` (the review form is shown)."""
+    return any(can(a, user, release_request) for a in DECISION_ACTIONS.values())
+
+
+# --- Buttons -------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Button:
+    action: str
+    label: str
+    enabled: bool
+    reason: str = ""
+
+
+#: Actions people take on a request's page (the worker's are not buttons).
+PERSON_ACTIONS = (
+    "cancel",
+    "approve",
+    "request_changes",
+    "reject",
+    "resubmit",
+    "rerun",
+    "revoke",
+    "accept_terms",
+    "download",
+    "reproduce",
+)
+
+
+def buttons(user, release_request: ReleaseRequest) -> dict[str, Button]:
+    """The page's buttons for ``user``: each action they may take in this kind of state, enabled
+    or disabled with the reason. Actions for other people, or for other states, have none."""
+    out: dict[str, Button] = {}
+    state = release_request.effective_state
+    for name in PERSON_ACTIONS:
+        meta = ACTIONS[name]
+        if state not in meta.shown_in or release_request.kind not in meta.kinds:
+            continue
+        refused = refusal(name, user, release_request)
+        if refused is not None and refused[0] is not InvalidInput:
+            continue  # not theirs to do: no button at all
+        label = next(t.label for (_, n), t in TRANSITIONS.items() if n == name)
+        out[name] = Button(name, label, refused is None, refused[1] if refused else "")
+    return out

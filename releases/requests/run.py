@@ -1,0 +1,735 @@
+"""The extract run, the worker's body: read the released columns, anonymize with the round's
+parameters, write the package (CSV, Excel, Parquet, rows in a seeded random order), measure the
+result for the review and store its equivalence classes.
+
+The run holds a lease (``background.leases``) while it works: cancelled, deleted or handed to
+another attempt, it stops within a heartbeat and leaves nothing behind. Every change of state
+goes through the lifecycle (``requests.rules``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import math
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+from celery.exceptions import SoftTimeLimitExceeded
+from django.conf import settings
+from django.db import connection, models, transaction
+from django.http import Http404
+from django.utils import timezone
+
+from releases.background import leases
+from releases.core import audit, figures, storage
+from releases.core.errors import InvalidInput
+from releases.datasets import services as datasets
+from releases.engine import AnonymizationConfig, EngineError, Hierarchy, anonymize
+from releases.engine.risk import class_sizes_of
+from releases.models import (
+    UNCHANGED_ROLES,
+    AuditEvent,
+    Dataset,
+    EquivalenceClass,
+    ReleaseFile,
+    ReleaseRequest,
+    Role,
+)
+from releases.requests import package, rules
+from releases.requests.parameters import ReleaseParameters
+from releases.requests.selectors import locked
+
+logger = logging.getLogger(__name__)
+
+State = ReleaseRequest.State
+
+
+PROGRESS_INTERVAL_SECONDS = 0.5
+
+
+SAMPLE_ROWS = 12
+
+
+class RunCancelled(Exception):
+    """The request left the running state while the worker was on it (it was cancelled)."""
+
+
+def released_columns(snapshot: dict, frame: pd.DataFrame | list[str]) -> list[str]:
+    """The extract's columns, in the dataset's order (``frame``: its frame, or its names).
+
+    Snapshots made before every column had an explicit role list no ``released`` columns:
+    for those, every column but the identifiers (what was released then)."""
+    names = list(frame.columns) if isinstance(frame, pd.DataFrame) else list(frame)
+    if "released" in snapshot:
+        return [c for c in names if c in set(snapshot["released"])]
+    return [c for c in names if c not in set(snapshot["identifiers"])]
+
+
+def load_released(dataset: Dataset, snapshot: dict) -> tuple[pd.DataFrame, list[str]]:
+    """(the released columns of ``dataset``, every column's name in the dataset's order).
+
+    Only the columns that leave are read from the column store, as Categoricals (a small code
+    per row; IDs and free text as Arrow strings): identifiers and withheld columns never reach
+    the worker's memory. The run and a reproduction read the same way, so they write the same
+    bytes."""
+    names = list(dataset.columns.order_by("position").values_list("name", flat=True))
+    if not names:  # datasets profiled before columns were recorded
+        names = list(datasets.load_frame(dataset, categorical=True).columns)
+    released = released_columns(snapshot, names)
+    return datasets.load_frame(dataset, released, categorical=True), names
+
+
+def engine_config(
+    snapshot: dict, params: ReleaseParameters, frame: pd.DataFrame
+) -> AnonymizationConfig:
+    """The engine's configuration for a round: stored hierarchies, or automatic ones.
+
+    ``frame`` holds the released columns only: identifiers and withheld columns never reach
+    the engine, so nothing the steward did not decide on can leave."""
+    hierarchies: dict[str, Hierarchy] = {}
+    for qi in snapshot["quasi_identifiers"]:
+        name = qi["name"]
+        # A hierarchy uploaded or built for the column is stored materialized, in ARX format.
+        if qi.get("hierarchy_text"):
+            hierarchies[name] = Hierarchy.from_arx_csv(qi["hierarchy_text"], attribute=name)
+        else:
+            hierarchies[name] = Hierarchy.automatic(frame[name].unique(), attribute=name)
+    sensitive_hierarchies = {
+        name: Hierarchy.from_arx_csv(text, attribute=name)
+        for name, text in snapshot.get("sensitive_hierarchies", {}).items()
+    }
+    return AnonymizationConfig(
+        quasi_identifiers=hierarchies,
+        model=params.model,
+        sensitive=list(snapshot["sensitive"]),
+        identifiers=[c for c in snapshot["identifiers"] if c in frame.columns],
+        sensitive_hierarchies=sensitive_hierarchies,
+        algorithm=params.algorithm,
+        levels=params.levels,
+    )
+
+
+@dataclass
+class BuiltRelease:
+    """A round's result: the engine's, with the released rows in their shuffled order."""
+
+    result: object
+    config: AnonymizationConfig
+    data: pd.DataFrame
+    #: Per released row, its row in the input (an integer array).
+    source_rows: np.ndarray
+
+
+def build_release(
+    frame: pd.DataFrame, snapshot: dict, params: ReleaseParameters, seed: int, progress=None
+) -> BuiltRelease:
+    """Anonymize the released columns of ``frame`` and shuffle the rows with ``seed``."""
+    released = frame[released_columns(snapshot, frame)]
+    config = engine_config(snapshot, params, released)
+    result = anonymize(released, config, progress=progress)
+    order = package.shuffle(result.data, seed)
+    # Taking rows permutes each column's codes (Categoricals, Arrow strings): no Python objects.
+    data = result.data.iloc[order].reset_index(drop=True)
+    source = np.asarray(result.source_rows)[order]
+    return BuiltRelease(result, config, data, source)
+
+
+class _ProgressReporter:
+    """Writes the engine's progress to the request row, at most twice a second; stops the run
+    when the request is no longer running in this process (cancelled, deleted, retried)."""
+
+    def __init__(self, request_id: int) -> None:
+        self.request_id = request_id
+        self.last = 0.0
+
+    def __call__(self, fraction: float, stage: str) -> None:
+        now = time.monotonic()
+        if (
+            now - self.last < PROGRESS_INTERVAL_SECONDS
+            and fraction < 1.0
+            and not leases.pause_wanted(stage, f"request {self.request_id}")
+        ):
+            return
+        self.last = now
+        # The search spans 10%..90%: loading comes before it, writing after.
+        _set_progress(
+            self.request_id, 0.1 + 0.8 * max(0.0, min(1.0, fraction)), stage[:200].capitalize()
+        )
+
+
+def _set_progress(request_id: int, fraction: float, stage: str) -> None:
+    """Report progress (and renew the lease); ``RunCancelled`` when the request is no longer
+    running in this process."""
+    still_running = ReleaseRequest.objects.filter(
+        pk=request_id, state=State.RUNNING, worker=leases.worker_id()
+    ).update(progress=fraction, stage=stage, heartbeat_at=timezone.now())
+    if not still_running:
+        raise RunCancelled()
+    leases.pause_point(stage, f"request {request_id}")
+
+
+def extract_folder(release_request: ReleaseRequest) -> str:
+    """Where one attempt of a round writes its files: what a dead or cancelled attempt left
+    there and no row names is removed (``discard_attempt``)."""
+    return f"extracts/{release_request.pk}/r{release_request.round}a{release_request.attempts}"
+
+
+def discard_attempt(request_id: int, round_number: int, attempt: int) -> int:
+    """Remove the files an attempt wrote that no ReleaseFile row names (it did not finish);
+    returns how many."""
+    folder = f"extracts/{request_id}/r{round_number}a{attempt}"
+    kept = set(
+        ReleaseFile.objects.filter(path__startswith=folder + "/").values_list("path", flat=True)
+    )
+    removed = 0
+    for name in storage.list_files(folder):
+        if name not in kept:
+            storage.delete_quietly(name)
+            removed += 1
+    return removed
+
+
+def _store_package(release_request: ReleaseRequest, data: pd.DataFrame) -> list[ReleaseFile]:
+    """Write every format to a local temporary folder, then into private storage."""
+    files = []
+    try:
+        with tempfile.TemporaryDirectory(dir=settings.FILE_UPLOAD_TEMP_DIR) as folder:
+            for fmt, written in package.write_package(data, Path(folder)).items():
+                files.append(
+                    ReleaseFile(
+                        request=release_request,
+                        round=release_request.round,
+                        format=fmt,
+                        sha256=written.sha256,
+                        size_bytes=written.size,
+                        path=storage.save_file(
+                            extract_folder(release_request),
+                            package.SUFFIXES[fmt],
+                            written.path,
+                            move=True,
+                        ),
+                    )
+                )
+    except BaseException:
+        for stored in files:
+            storage.delete_quietly(stored.path)
+        raise
+    return files
+
+
+def claim_run(
+    request_id: int, stage: str = "Loading the dataset", progress: float = 0.02
+) -> ReleaseRequest | None:
+    """Take a queued request (extract or statistics) for this process: one more attempt, the
+    process that holds its lease recorded; None when there is nothing to run (deleted,
+    cancelled, or already taken by a message delivered twice)."""
+    with transaction.atomic():
+        try:
+            release_request = locked(request_id)
+        except Http404:
+            logger.info("Request %s: nothing to run (it was deleted)", request_id)
+            return None
+        refused = rules.refusal("start_run", None, release_request)
+        if refused is not None:
+            logger.info("Request %s: nothing to run (%s)", request_id, refused[1])
+            return None
+        release_request.state = rules.target(release_request.state, "start_run")
+        release_request.started_at = release_request.heartbeat_at = timezone.now()
+        release_request.progress = progress
+        release_request.stage = stage
+        release_request.attempts += 1
+        release_request.worker = leases.worker_id()
+        release_request.save(
+            update_fields=[
+                "state",
+                "started_at",
+                "heartbeat_at",
+                "progress",
+                "stage",
+                "attempts",
+                "worker",
+            ]
+        )
+        audit.record(
+            AuditEvent.Action.RUN_START,
+            None,
+            request=release_request,
+            round=release_request.round,
+            attempt=release_request.attempts,
+            worker=release_request.worker,
+        )
+    return release_request
+
+
+def soft_limit_message() -> str:
+    return (
+        "The run took longer than a worker may spend on one task "
+        f"(TASK_SOFT_TIME_LIMIT, {settings.CELERY_TASK_SOFT_TIME_LIMIT} s) and was stopped. "
+        "Resubmit with fewer quasi-identifiers, shorter hierarchies or the Mondrian algorithm, "
+        "or ask the administrators to raise the limit."
+    )
+
+
+def memory_message() -> str:
+    limit = getattr(settings, "WORKER_MEMORY_LIMIT_MB", 0)
+    shown = f"WORKER_MEMORY_LIMIT_MB, {limit} MB" if limit else "the machine's memory"
+    return (
+        f"The run needed more memory than a worker process may use ({shown}) and was "
+        "stopped. Resubmit with fewer quasi-identifiers or shorter hierarchies, or ask the "
+        "administrators to raise the limit."
+    )
+
+
+def run_release(request_id: int) -> None:
+    """Anonymize a queued request: write its package, summary and equivalence classes.
+
+    The run holds a lease (``services.leases``) while it works: cancelled, deleted or handed to
+    another attempt, it stops within a heartbeat and leaves nothing behind. Past the soft
+    time limit or the memory ceiling it fails with a reason naming the setting."""
+    release_request = claim_run(request_id)
+    if release_request is None:
+        return
+    lease = leases.Lease(
+        ReleaseRequest,
+        release_request.pk,
+        interrupt=RunCancelled,
+        state=State.RUNNING,
+        worker=release_request.worker,
+    )
+    try:
+        with lease:
+            leases.pause_point(release_request.stage, f"request {release_request.pk}")
+            _run(release_request, lease)
+    except RunCancelled:
+        _stopped(release_request)
+    except SoftTimeLimitExceeded:
+        fail_attempt(release_request, soft_limit_message())
+    except MemoryError:
+        logger.warning("Release request %s ran out of memory", request_id)
+        fail_attempt(release_request, memory_message())
+    except (EngineError, InvalidInput) as exc:
+        fail_attempt(release_request, str(exc))
+    except Exception:
+        logger.exception("Release request %s failed", request_id)
+        fail_attempt(
+            release_request,
+            "The run stopped because of an internal error. The administrators can find the "
+            "details in the worker's log.",
+        )
+
+
+def _run(release_request: ReleaseRequest, lease: leases.Lease) -> None:
+    """The run's body: read the released columns, search, write the package, measure and
+    record the result (each stage's seconds go to the worker's log)."""
+    timer = _StageTimer()
+    params = ReleaseParameters.of(release_request)
+    frame, all_columns = load_released(release_request.dataset, release_request.config)
+    timer.done("read")
+    _set_progress(release_request.pk, 0.1, "Searching for the best generalization")
+    built = build_release(
+        frame,
+        release_request.config,
+        params,
+        release_request.shuffle_seed,
+        progress=_ProgressReporter(release_request.pk),
+    )
+    timer.done("anonymized")
+    _set_progress(release_request.pk, 0.92, "Writing the extract")
+    files = _store_package(release_request, built.data)
+    by_format = {f.format: f for f in files}
+    digest = package.package_digest({f.format: f.sha256 for f in files})
+    timer.done("package written")
+    _set_progress(release_request.pk, 0.95, "Recording the result")
+    summary = _summary(built, release_request, frame, all_columns)
+    classes = _classes(
+        release_request,
+        built.result,
+        params,
+        list(built.config.quasi_identifiers),
+        built.config.sensitive,
+    )
+    timer.done("measured")
+    _set_progress(release_request.pk, 0.97, f"Storing {len(classes):,} equivalence classes")
+    lease.stop()  # from here the conditional write decides: nothing interrupts it
+    with transaction.atomic():
+        finished = ReleaseRequest.objects.filter(
+            pk=release_request.pk,
+            state__in=rules.sources("finish_run"),
+            worker=release_request.worker,
+        ).update(
+            state=rules.target(State.RUNNING, "finish_run"),
+            progress=1.0,
+            stage="Ready for review",
+            finished_at=timezone.now(),
+            extract_path=by_format[ReleaseFile.Format.CSV].path,
+            extract_sha256=by_format[ReleaseFile.Format.CSV].sha256,
+            package_sha256=digest,
+            summary=summary,
+        )
+        if not finished:
+            raise RunCancelled()
+        EquivalenceClass.objects.filter(request=release_request).delete()
+        _store_classes(classes)
+        ReleaseFile.objects.bulk_create(files)
+        audit.record(
+            AuditEvent.Action.RUN_END,
+            None,
+            request=release_request,
+            round=release_request.round,
+            rows_out=built.result.rows_out,
+            suppressed=built.result.suppressed,
+            k_achieved=built.result.achieved_k,
+            sha256=by_format[ReleaseFile.Format.CSV].sha256,
+            package_sha256=digest,
+            files={f.format: f.sha256 for f in files},
+        )
+    timer.done("stored")
+    logger.info("Request %s round %s: %s", release_request.pk, release_request.round, timer)
+
+
+class _StageTimer:
+    """Seconds each stage of a run took, for the worker's log ("read 3.1 s, anonymized ...")."""
+
+    def __init__(self) -> None:
+        self.last = time.perf_counter()
+        self.stages: list[tuple[str, float]] = []
+
+    def done(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.stages.append((stage, now - self.last))
+        self.last = now
+
+    def __str__(self) -> str:
+        return ", ".join(f"{stage} {seconds:.1f} s" for stage, seconds in self.stages)
+
+
+#: Classes inserted per statement (Django lowers it to what the database accepts).
+CLASS_BATCH = 2000
+
+
+def _store_classes(classes: list[EquivalenceClass]) -> None:
+    """Insert a round's classes in batches, each marked when it fails or only just passes a
+    model (the table's "flagged first" order reads that column by index), with its values as
+    searchable text (the table's filter)."""
+    fields = [f for f in EquivalenceClass._meta.concrete_fields if not f.primary_key]
+    quote = connection.ops.quote_name
+    statement = "INSERT INTO {} ({}) VALUES ({})".format(
+        quote(EquivalenceClass._meta.db_table),
+        ", ".join(quote(f.column) for f in fields),
+        ", ".join(["%s"] * len(fields)),
+    )
+    json_fields = {f.attname for f in fields if isinstance(f, models.JSONField)}
+    # Rows as plain values (JSON already text): the model's field-by-field preparation costs
+    # more than the insert at 100,000 classes.
+    rows = []
+    for c in classes:
+        c.flagged = bool(c.fails or c.borderline)
+        c.search = EquivalenceClass.search_text(c.values)
+        rows.append(
+            [
+                json.dumps(getattr(c, f.attname), ensure_ascii=False)
+                if f.attname in json_fields
+                else getattr(c, f.attname)
+                for f in fields
+            ]
+        )
+    with connection.cursor() as cursor:
+        for start in range(0, len(rows), CLASS_BATCH):
+            cursor.executemany(statement, rows[start : start + CLASS_BATCH])
+
+
+def _stopped(release_request: ReleaseRequest) -> None:
+    """The request left this process (cancelled, deleted, or given to another attempt): remove
+    what this attempt wrote; record the stop of a cancelled run."""
+    discard_attempt(release_request.pk, release_request.round, release_request.attempts)
+    still_cancelled = ReleaseRequest.objects.filter(
+        pk=release_request.pk, state=State.CANCELLED, round=release_request.round
+    ).exists()
+    if still_cancelled:
+        audit.record(
+            AuditEvent.Action.RUN_CANCELLED,
+            None,
+            request=release_request,
+            round=release_request.round,
+            attempt=release_request.attempts,
+        )
+
+
+def _finite(value):
+    """JSON has no infinity: an unbounded l (a class of one value in entropy l) is None."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+def _finite_deep(value):
+    """``_finite`` through lists and dicts (the models' achieved values)."""
+    if isinstance(value, dict):
+        return {k: _finite_deep(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_finite_deep(v) for v in value]
+    return _finite(value)
+
+
+def _occurrences(values: pd.Series) -> np.ndarray:
+    """How many rows hold each distinct value of a column (in no order): counted on codes,
+    tens of microseconds a column (a wide file has thousands released as they are)."""
+    if isinstance(values.dtype, pd.CategoricalDtype):
+        codes = values.cat.codes.to_numpy()
+    else:
+        codes, _ = pd.factorize(values, use_na_sentinel=False)
+    counts = np.bincount(codes[codes >= 0]) if len(codes) else np.zeros(0, dtype=np.int64)
+    missing = int((codes < 0).sum())  # a Categorical's missing cells are one value more
+    counts = counts[counts > 0]
+    return np.append(counts, missing) if missing else counts
+
+
+def unchanged_columns(frame: pd.DataFrame, snapshot: dict, released: list[str]) -> list[dict]:
+    """Columns released with their values unchanged (sensitive and "released as is"), measured
+    on the input: share of distinct values, and share of rows unique on the column alone."""
+    rows = len(frame)
+    out = []
+    for name in released:
+        role = snapshot.get("roles", {}).get(name, Role.INSENSITIVE)
+        if role not in UNCHANGED_ROLES:
+            continue
+        counts = _occurrences(frame[name])
+        suggested = snapshot.get("suggested", {}).get(name, {})
+        out.append(
+            {
+                "name": name,
+                "role": role,
+                "type": snapshot.get("types", {}).get(name, ""),
+                "distinct": int(counts.size),
+                "distinct_share": counts.size / rows if rows else 0.0,
+                "unique_row_share": float((counts == 1).sum()) / rows if rows else 0.0,
+                "suggested_role": suggested.get("role", ""),
+                "suggestion_reason": suggested.get("reason", ""),
+                "justification": snapshot.get("justifications", {}).get(name, ""),
+            }
+        )
+    return out
+
+
+def _cells(frame: pd.DataFrame) -> list[list[str]]:
+    """A few rows as lists of strings (for the page's sample)."""
+    return [[str(v) for v in row] for row in frame.itertuples(index=False, name=None)]
+
+
+def _summary(
+    built: BuiltRelease,
+    release_request: ReleaseRequest,
+    frame: pd.DataFrame,
+    all_columns: list[str] | None = None,
+) -> dict:
+    """The figures the review pages show, computed once here from the run's columns (counts on
+    codes, a few sampled rows): pages read them, never the file."""
+    result, config = built.result, built.config
+    snapshot = release_request.config
+    report = result.report()
+    report["achieved"]["l"] = {k: _finite(v) for k, v in report["achieved"]["l"].items()}
+    report["models"] = _finite_deep(report["models"])
+    report["quasi_identifiers"] = list(config.quasi_identifiers)
+    report["sensitive"] = list(config.sensitive)
+    all_columns = list(frame.columns) if all_columns is None else all_columns
+    released = released_columns(snapshot, all_columns)
+    report["released_columns"] = list(built.data.columns)
+    report["withheld"] = [c for c in all_columns if c not in released]
+    report["unchanged"] = unchanged_columns(frame, snapshot, released)
+    # What the risk figures cover: the quasi-identifiers, and not the columns released as is.
+    report["risk_covers"] = {
+        "quasi_identifiers": list(config.quasi_identifiers),
+        "not_covered": [u["name"] for u in report["unchanged"]],
+    }
+    report["shuffle_seed"] = release_request.shuffle_seed
+    report["xlsx_refusal"] = package.xlsx_refusal(len(built.data), len(built.data.columns))
+    # Per column, the original and the released distribution, side by side on the page, in
+    # their natural order (the hierarchy's, or numbers'), numbers on shared bins.
+    data = built.data
+    ranks, mappings = _orders(built)
+    report["distributions"] = {
+        name: figures.distribution(
+            frame[name],
+            data.get(name),
+            built.source_rows,
+            rank=ranks.get(name),
+            mapping=mappings.get(name),
+        )
+        for name in [*config.quasi_identifiers, *config.sensitive]
+    }
+    # A sample of released rows next to the same rows before release.
+    shown = list(data.columns)
+    positions = built.source_rows[:SAMPLE_ROWS]
+    report["sample"] = {
+        "columns": shown,
+        "original": _cells(frame[shown].iloc[positions]),
+        "released": _cells(data[shown].head(SAMPLE_ROWS)),
+    }
+    report["examples"] = _examples(built, frame)
+    # Class sizes before and after (the chart bins them, with the request's k), and the
+    # released values the classes table's filter offers.
+    before = result.class_sizes_before
+    if before is None:
+        before = class_sizes_of(frame, list(config.quasi_identifiers))
+    report["class_sizes"] = {
+        "after": figures.size_counts(result.classes["size"].to_numpy()),
+        "before": figures.size_counts(before),
+    }
+    report["class_values"] = figures.class_value_choices(
+        result.classes, list(config.quasi_identifiers), ranks
+    )
+    # The classes that fail a model (stored with them; the review's check reads this count).
+    fails = result.classes["fails"] if "fails" in result.classes else pd.Series(dtype=object)
+    report["failing_classes"] = int((fails.fillna("").astype(str).str.strip(",") != "").sum())
+    return report
+
+
+def _orders(built: BuiltRelease) -> tuple[dict, dict]:
+    """Per quasi-identifier, the order of its hierarchy's labels (when the hierarchy came as a
+    file, whose order its author chose; a built one orders by the data) and the released value
+    of each original value (full-domain generalization: the hierarchy at the applied level)."""
+    ranks: dict[str, dict[str, int] | None] = {}
+    mappings: dict[str, dict[str, str]] = {}
+    levels = built.result.levels or {}
+    for name, hierarchy in built.config.quasi_identifiers.items():
+        rows = getattr(hierarchy, "rows", None)
+        if not rows:
+            continue
+        if hierarchy.kind == "arx":
+            ranks[name] = figures.hierarchy_rank(rows)
+        if levels.get(name) is not None:
+            mappings[name] = hierarchy.mapping(levels[name])
+    return ranks, mappings
+
+
+def _examples(built: BuiltRelease, frame: pd.DataFrame, per_attribute: int = 4) -> dict:
+    """Per quasi-identifier, a few original values and what they became in the extract."""
+    positions = built.source_rows[:2000]
+    out: dict[str, list[list[str]]] = {}
+    for name in built.config.quasi_identifiers:
+        before = frame[name].iloc[positions].astype(str).tolist()
+        after = built.data[name].head(2000).astype(str).tolist()
+        pairs = zip(before, after, strict=True)
+        out[name] = [list(pair) for pair in dict.fromkeys(pairs)][:per_attribute]
+    return out
+
+
+def _codes(column: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+    """(codes, distinct values as strings) of a column: a Categorical's own, else factorized."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        return column.cat.codes.to_numpy(), np.asarray(column.cat.categories.astype(str))
+    codes, uniques = pd.factorize(column, sort=False, use_na_sentinel=False)
+    return codes, np.asarray(pd.Index(uniques).astype(str))
+
+
+def value_counts_by_class(
+    data: pd.DataFrame, qis: list[str], name: str
+) -> dict[tuple[str, ...], dict[str, int]]:
+    """{class's quasi-identifier values: {value of ``name``: rows}} over the extract's rows.
+
+    The columns' codes are combined into one integer per row and counted by hashing: a few
+    bytes per row, where a group-by over millions of rows of Categoricals builds a frame of
+    every group (and, without ``observed=True``, every combination of categories)."""
+    columns = [*qis, name]
+    coded = [_codes(data[c]) for c in columns]
+    cards = [max(len(values), 1) for _, values in coded]
+    missing = any((codes < 0).any() for codes, _ in coded)
+    if missing or math.prod(cards) >= 2**62:  # not one integer per row: group the frame
+        grouped = data.groupby(columns, sort=False, dropna=False, observed=True).size()
+        out: dict[tuple[str, ...], dict[str, int]] = {}
+        for key, count in grouped.items():
+            *class_key, value = key
+            out.setdefault(tuple(str(k) for k in class_key), {})[str(value)] = int(count)
+        return out
+    key = np.zeros(len(data), dtype=np.int64)
+    for (codes, _), card in zip(coded, cards, strict=True):
+        key *= card
+        key += codes
+    counted = pd.Series(key, copy=False).value_counts(sort=False)
+    rest = counted.index.to_numpy()
+    labels = []
+    for (_, values), card in zip(reversed(coded), reversed(cards), strict=True):
+        labels.append(values[rest % card])
+        rest = rest // card
+    *class_labels, value_labels = reversed(labels)
+    out = {}
+    for *class_key, value, count in zip(
+        *class_labels, value_labels, counted.to_numpy().tolist(), strict=True
+    ):
+        out.setdefault(tuple(class_key), {})[value] = count
+    return out
+
+
+def _classes(
+    release_request: ReleaseRequest,
+    result,
+    params: ReleaseParameters,
+    qis: list[str],
+    sensitive: list[str],
+) -> list[EquivalenceClass]:
+    """EquivalenceClass rows: per sensitive attribute its value counts and the per-class
+    measures of the models (``class_column_labels``); the models each class fails or only
+    just passes, as the criteria judged them."""
+    table = result.classes
+    counts: dict[str, dict[tuple, dict[str, int]]] = {}
+    for name in sensitive:
+        counts[name] = value_counts_by_class(result.data, qis, name)
+    # "S:delta" -> (S, "delta"): stored under the sensitive attribute, as the page shows it.
+    measures = [
+        (column, *column.rsplit(":", 1))
+        for column, _ in params.model.class_column_labels(sensitive)
+        if column in table.columns
+    ]
+    rows = []
+    for record in table.to_dict("records"):
+        key = tuple(str(record[q]) for q in qis)
+        size = int(record["size"])
+        fails = [m for m in str(record.get("fails") or "").split(",") if m]
+        borderline = [m for m in str(record.get("borderline") or "").split(",") if m]
+        per_sensitive = {name: {"values": counts[name].get(key, {})} for name in sensitive}
+        for column, name, measure in measures:
+            per_sensitive[name][measure] = _finite(float(record[column]))
+        rows.append(
+            EquivalenceClass(
+                request=release_request,
+                values={q: str(record[q]) for q in qis},
+                size=size,
+                risk=1.0 / size if size else 0.0,
+                sensitive=per_sensitive,
+                fails=fails,
+                borderline=[] if fails else borderline,
+            )
+        )
+    return rows
+
+
+def fail_attempt(release_request: ReleaseRequest, reason: str) -> None:
+    """End this process's attempt of a run (extract or statistics) as failed with ``reason``,
+    unless it is no longer its own; what the attempt wrote and no row names is removed."""
+    discard_attempt(release_request.pk, release_request.round, release_request.attempts)
+    with transaction.atomic():
+        failed = ReleaseRequest.objects.filter(
+            pk=release_request.pk,
+            state__in=rules.sources("fail_run"),
+            worker=release_request.worker,
+        ).update(
+            state=rules.target(State.RUNNING, "fail_run"),
+            error=reason,
+            stage="Failed",
+            finished_at=timezone.now(),
+        )
+        if not failed:
+            return  # cancelled meanwhile: the cancellation stands
+        EquivalenceClass.objects.filter(request=release_request).delete()
+        audit.record(
+            AuditEvent.Action.RUN_FAILED,
+            None,
+            request=release_request,
+            round=release_request.round,
+            reason=reason,
+        )

@@ -1,0 +1,56 @@
+"""The review's forms: an officer's decision."""
+
+from __future__ import annotations
+
+from django import forms
+
+from releases.models import ReleaseRequest, Review
+from releases.requests.selectors import recipient_choices, recipient_group_choices
+from releases.requests.services import Additions
+
+
+class ReviewForm(forms.Form):
+    decision = forms.ChoiceField(choices=Review.Decision.choices)
+    comment = forms.CharField(
+        widget=forms.Textarea(attrs={"rows": 3}), required=False, max_length=5000
+    )
+    # An approving officer may name more recipients and set the expiry date.
+    add_recipients = forms.ModelMultipleChoiceField(
+        queryset=ReleaseRequest.recipients.field.related_model.objects.none(),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Also name these recipients (on approval)",
+    )
+    add_recipient_groups = forms.ModelMultipleChoiceField(
+        queryset=ReleaseRequest.recipient_groups.field.related_model.objects.none(),
+        required=False,
+        widget=forms.CheckboxSelectMultiple,
+        label="Also name these groups (on approval)",
+    )
+    expires_at = forms.DateField(
+        label="Available until (on approval; empty: keep the requester's choice)",
+        required=False,
+        widget=forms.DateInput(attrs={"type": "date"}),
+    )
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.fields["add_recipients"].queryset = recipient_choices()
+        self.fields["add_recipient_groups"].queryset = recipient_group_choices()
+
+    def additions(self) -> Additions:
+        data = self.cleaned_data
+        return Additions(
+            recipients=list(data.get("add_recipients") or []),
+            recipient_groups=list(data.get("add_recipient_groups") or []),
+            expires_at=data.get("expires_at"),
+        )
+
+    def clean(self):
+        data = super().clean()
+        if (
+            data.get("decision") in (Review.Decision.CHANGES, Review.Decision.REJECT)
+            and not (data.get("comment") or "").strip()
+        ):
+            self.add_error("comment", "Give a comment when you request changes or reject.")
+        return data

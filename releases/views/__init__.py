@@ -1,1 +1,0 @@
-"""Thin views: parse the request, call a service, render a page or an htmx partial."""
