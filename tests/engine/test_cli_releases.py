@@ -381,7 +381,7 @@ def test_the_command_as_typed(tmp_path, adult):
 
 def test_the_engine_draws_the_same_order_as_the_web_package():
     from releases.engine.shuffle import permutation
-    from releases.services import package
+    from releases.requests import package
 
     frame = pd.DataFrame({"a": range(1000)})
     for seed in (0, 7, 2**61 + 5):
