@@ -19,6 +19,7 @@ from .criteria import PrivacyModel
 from .errors import EngineError, HierarchyError
 from .hierarchy import Hierarchy
 from .risk import PopulationModel, RiskSummary
+from .subset import ResearchSubset
 
 __all__ = [
     "SUPPRESSED_VALUE",
@@ -30,6 +31,7 @@ __all__ = [
     "PopulationModel",
     "PrivacyModel",
     "ProgressCallback",
+    "ResearchSubset",
     "RiskSummary",
 ]
 
@@ -64,6 +66,10 @@ class AnonymizationConfig:
     #: Apply these levels (per quasi-identifier; the others are searched) instead of the
     #: optimum, e.g. a candidate of an earlier run. The optimum is still searched, to compare.
     levels: dict[str, int] | None = None
+    #: The released rows as a subset of the input, which is then the population table (for
+    #: k-map counted in the population and δ-presence). Only these rows are released; the
+    #: suppression limit, the suppressed rows, the classes and the metrics refer to them.
+    research_subset: ResearchSubset | None = None
 
 
 @dataclass(frozen=True)
