@@ -13,7 +13,8 @@ The package, bottom to top:
   and :class:`Criterion`, the protocol every model implements;
 * one module per model: :mod:`.k_anonymity`, :mod:`.l_diversity` (distinct, entropy and
   recursive), :mod:`.t_closeness`, :mod:`.delta_disclosure`, :mod:`.beta_likeness`,
-  :mod:`.highest_risk`, :mod:`.average_risk`, :mod:`.population_uniqueness`;
+  :mod:`.highest_risk`, :mod:`.average_risk`, :mod:`.population_uniqueness`,
+  :mod:`.k_map`, :mod:`.delta_presence`;
 * :mod:`.registry`: :data:`REGISTRY`, every model by name (adding a model is adding its module,
   its tests and its line there);
 * :mod:`.model`: :class:`PrivacyModel` (the criteria of a release, the suppression limit and
@@ -66,8 +67,10 @@ from .average_risk import AverageRisk
 from .base import BORDERLINE_SHARE, Check, Classes, Criterion, DataContext, ParamSpec
 from .beta_likeness import BetaLikeness
 from .delta_disclosure import DeltaDisclosure
+from .delta_presence import DeltaPresence
 from .highest_risk import HighestRisk, size_threshold
 from .k_anonymity import KAnonymity
+from .k_map import KMap
 from .l_diversity import LDiversity
 from .model import POPULATION_PARAMS, Evaluation, PrivacyModel, checks
 from .population_uniqueness import PopulationUniqueness
@@ -85,9 +88,11 @@ __all__ = [
     "Criterion",
     "DataContext",
     "DeltaDisclosure",
+    "DeltaPresence",
     "Evaluation",
     "HighestRisk",
     "KAnonymity",
+    "KMap",
     "LDiversity",
     "ParamSpec",
     "PopulationUniqueness",

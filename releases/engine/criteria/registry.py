@@ -15,8 +15,10 @@ from .average_risk import AverageRisk
 from .base import Criterion
 from .beta_likeness import BetaLikeness
 from .delta_disclosure import DeltaDisclosure
+from .delta_presence import DeltaPresence
 from .highest_risk import HighestRisk
 from .k_anonymity import KAnonymity
+from .k_map import KMap
 from .l_diversity import LDiversity
 from .population_uniqueness import PopulationUniqueness
 from .t_closeness import TCloseness
@@ -41,6 +43,8 @@ REGISTRY: dict[str, type[Criterion]] = _by_name(
     HighestRisk,
     AverageRisk,
     PopulationUniqueness,
+    KMap,
+    DeltaPresence,
 )
 
 
