@@ -5,7 +5,7 @@
               privacy models, at least one: an option per parameter of each model of
               :data:`.criteria.REGISTRY` (e.g. [--k N] [--l N --l-variant entropy];
               ``--help`` lists them all)
-              [--population-size N | --sampling-fraction F]
+              [--population-size N | --sampling-fraction F] [--research-subset FILE]
               [--levels COL=N[,COL=N...]] [--sensitive-hierarchy COL=FILE ...]
               [--suppression-limit F] [--algorithm optimal|mondrian] [--delimiter D]
 
@@ -16,6 +16,12 @@ Columns not named are released unchanged; identifiers are dropped. A privacy mod
 for by its first option (``--k``, ``--delta-disclosure``, ...); its other options refine it.
 ``--levels`` applies the given generalization levels (e.g. a candidate from an earlier
 report) instead of the optimum; the report still shows the optimum to compare.
+
+With ``--research-subset FILE`` (k-map counted in the population, δ-presence), INPUT is the
+population table and FILE holds the rows to release, with INPUT's columns, each matched to a
+row of INPUT with the same values in every column (as ARX's ``DataSubset.create``). Only
+those rows are released; the suppression limit, the suppressed rows, the classes and the
+metrics of the report refer to them.
 
 OUT is written with the input's delimiter, UTF-8, with spreadsheet formulas neutralised. Both
 output files are first written to temporary files in their folders and then renamed, so a
@@ -44,6 +50,7 @@ from .criteria import POPULATION_PARAMS, REGISTRY, PrivacyModel
 from .export import write_csv
 from .hierarchy import Hierarchy
 from .risk import PopulationModel
+from .subset import ResearchSubset
 from .types import AnonymizationConfig, AnonymizationResult, EngineError
 
 EXIT_OK = 0
@@ -104,6 +111,12 @@ def build_parser(prog: str = "anonymize") -> argparse.ArgumentParser:
         metavar="F",
         help="share of rows (0 to 1) that may be suppressed",
     )
+    p.add_argument(
+        "--research-subset",
+        metavar="FILE",
+        help="the rows to release, INPUT being the population table they are drawn from "
+        "(same columns; matched to INPUT's rows by content), for k-map and δ-presence",
+    )
     p.add_argument("--algorithm", choices=["optimal", "mondrian"], default="optimal")
     p.add_argument("--delimiter", metavar="D", help="input delimiter (detected when omitted)")
     return p
@@ -127,13 +140,16 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
             group.add_argument(
                 spec.option(name),
                 dest=spec.key(name),
-                type=_TYPES.get(spec.kind, str),
+                # An option carrying a second parameter ("DMIN,DMAX") is split in
+                # _privacy_model; the model reads numbers from text.
+                type=str if spec.pair else _TYPES.get(spec.kind, str),
                 choices=[c for c, _ in spec.choices] or None,
                 metavar=spec.metavar,
                 help=help_text.replace("%", "%%"),
             )
     population = p.add_argument_group(
-        "population", "for population uniqueness and the journalist and marketer risk"
+        "population",
+        "for population uniqueness, estimated k-map and the journalist and marketer risk",
     )
     for spec in POPULATION_PARAMS:
         population.add_argument(
@@ -149,6 +165,16 @@ def _privacy_model(args: argparse.Namespace) -> PrivacyModel:
     criteria = []
     for name, kind in REGISTRY.items():
         values = {spec.name: getattr(args, spec.key(name)) for spec in kind.params}
+        for spec in kind.params:
+            if spec.pair and isinstance(values[spec.name], str) and "," in values[spec.name]:
+                first, _, second = values[spec.name].partition(",")
+                paired = next(p for p in kind.params if p.name == spec.pair)
+                if values[spec.pair] is not None:
+                    raise CliError(
+                        f"{spec.option(name)} {values[spec.name]} gives {paired.label} and so "
+                        f"does {paired.option(name)}: give it once"
+                    )
+                values[spec.name], values[spec.pair] = first, second
         main = kind.params[0]
         if values[main.name] is None:
             extra = [s.option(name) for s in kind.params[1:] if values[s.name] is not None]
@@ -248,6 +274,13 @@ def build_config(args: argparse.Namespace, df: pd.DataFrame) -> AnonymizationCon
             raise CliError(f"--sensitive-hierarchy {name!r}: not named with --sensitive")
         sensitive_hierarchies[name] = _load_hierarchy(name, file, df[name])
     model = _privacy_model(args)
+    subset = None
+    if args.research_subset:
+        released, _ = read_table(args.research_subset, _delimiter_arg(args.delimiter))
+        try:
+            subset = ResearchSubset.match(df, released)
+        except EngineError as exc:
+            raise CliError(f"{args.research_subset}: {exc}") from None
     return AnonymizationConfig(
         quasi_identifiers=qis,
         model=model,
@@ -256,6 +289,7 @@ def build_config(args: argparse.Namespace, df: pd.DataFrame) -> AnonymizationCon
         sensitive_hierarchies=sensitive_hierarchies,
         algorithm=args.algorithm,
         levels=parse_levels(args.levels) if args.levels else None,
+        research_subset=subset,
     )
 
 
