@@ -34,6 +34,8 @@ import org.deidentifier.arx.metric.Metric;
  *      [--k-map K (--subset FILE | --estimator poisson|zero-truncated-poisson
  *                  --significance A (--population-size N | --sampling-fraction F))]
  *      [--delta-presence DMIN,DMAX --subset FILE]
+ * java Harness --derived-k yes --sample-size N --ks 2,5,... --significances 0.01,...
+ *      --population-sizes 30162,301620,...
  * </pre>
  *
  * With a research subset (--subset), --data is the population table and FILE holds the released
@@ -61,6 +63,10 @@ public class Harness {
             } else {
                 options.put(arg.substring(2), value);
             }
+        }
+        if (options.containsKey("derived-k")) {
+            derivedK(options);
+            return;
         }
         char delimiter = options.getOrDefault("delimiter", ";").charAt(0);
 
@@ -148,6 +154,43 @@ public class Harness {
         }
         out.append("\n}");
         System.out.println(out);
+    }
+
+    /**
+     * Estimated k-map's derived k for every combination of --ks, --significances and
+     * --population-sizes (comma-separated) at --sample-size, with both estimators: ARX's own
+     * calculateKPoisson / calculateKZeroPoisson, bounded as KMap.initialize bounds them.
+     */
+    private static void derivedK(Map<String, String> options) throws Exception {
+        int n = Integer.parseInt(options.get("sample-size"));
+        List<String> rows = new ArrayList<>();
+        for (String estimatorName : new String[] {"poisson", "zero-truncated-poisson"}) {
+            KMap.CellSizeEstimator estimator = estimatorName.equals("poisson")
+                    ? KMap.CellSizeEstimator.POISSON
+                    : KMap.CellSizeEstimator.ZERO_TRUNCATED_POISSON;
+            String method = estimatorName.equals("poisson") ? "calculateKPoisson" : "calculateKZeroPoisson";
+            java.lang.reflect.Method calculate = KMap.class.getDeclaredMethod(method, double.class);
+            calculate.setAccessible(true);
+            for (String kText : options.get("ks").split(",")) {
+                for (String alphaText : options.get("significances").split(",")) {
+                    for (String sizeText : options.get("population-sizes").split(",")) {
+                        int k = Integer.parseInt(kText);
+                        double alpha = Double.parseDouble(alphaText);
+                        long size = Long.parseLong(sizeText);
+                        KMap kmap = new KMap(k, alpha, ARXPopulationModel.create(size), estimator);
+                        double lambda = (double) n / (double) size * (double) k;
+                        int derived = (Integer) calculate.invoke(kmap, lambda);
+                        derived = Math.min(k, Math.min(derived, n));
+                        rows.add(String.format(Locale.ROOT,
+                                "{\"estimator\": \"%s\", \"k\": %d, \"significance\": %s, "
+                                + "\"population_size\": %d, \"derived_k\": %d, \"type1_error\": %.17g}",
+                                estimatorName, k, alphaText, size, derived, kmap.getType1Error()));
+                    }
+                }
+            }
+        }
+        System.out.println("{\n  \"arx\": \"3.9.2\",\n  \"sample_size\": " + n + ",\n  \"derived\": [\n    "
+                           + String.join(",\n    ", rows) + "\n  ]\n}");
     }
 
     private static DataSubset require(DataSubset subset, String who) {
