@@ -30,6 +30,26 @@ __all__ = ["DeltaPresence"]
 BORDERLINE_BAND = 0.1
 
 
+class PopulationCovered(Criterion):
+    """What δ-presence with δmin above 0 implies, monotone even with suppression: every class of
+    the population has a released row (a class without one has presence 0 and cannot be
+    suppressed). Generalizing merges classes, so a transformation that covers the population
+    makes every generalization cover it; the search prunes with it. Not a model of its own
+    (not in the registry)."""
+
+    name = "population-covered"
+    label = "every class of the population released"
+    judges_absent_classes = True
+
+    def describe(self) -> str:
+        return self.label
+
+    def class_fails(self, classes: Classes, data: DataContext) -> BoolArray:
+        if classes.population is None:
+            return np.zeros(len(classes.sizes), dtype=bool)
+        return np.equal(classes.sizes, 0)
+
+
 class DeltaPresence(Criterion):
     name = "delta-presence"
     label = "δ-presence"
@@ -79,6 +99,9 @@ class DeltaPresence(Criterion):
 
     def monotone(self, with_suppression: bool) -> bool:
         return not with_suppression
+
+    def implied(self, data: DataContext) -> list[Criterion]:
+        return [PopulationCovered()] if self.dmin > 0 else []
 
     def data_problem(self, data: DataContext) -> str | None:
         if data.research_subset:
