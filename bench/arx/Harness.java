@@ -133,6 +133,7 @@ public class Harness {
         }
         out.append("],\n  \"rows_in\": ").append(subset == null ? input.getNumRows() : subset.getArray().length);
         out.append(",\n  \"optimum_found\": ").append(result.getGlobalOptimum() != null);
+        out.append(",\n  \"milliseconds\": ").append(result.getTime());
         if (kmap != null && !kmap.isAccurate()) {
             out.append(",\n  \"derived_k\": ").append(kmap.getDerivedK());
             out.append(",\n  \"type1_error\": ").append(String.format(Locale.ROOT, "%.17g", kmap.getType1Error()));
