@@ -367,6 +367,7 @@ def anonymize(
         levels_fixed=config.levels is not None,
         warnings=warnings,
         class_sizes_before=np.asarray(before, dtype=np.int64),
+        population_rows=enc.population_rows,
     )
 
 

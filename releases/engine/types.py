@@ -140,6 +140,9 @@ class AnonymizationResult:
     #: Sizes of the input's equivalence classes on the quasi-identifiers (what the risk
     #: before release is measured on), for the class-size chart's "before".
     class_sizes_before: IntArray | None = None
+    #: With a research subset: the rows of the population table (``rows_in`` counts the
+    #: subset's rows, which alone are released).
+    population_rows: int | None = None
 
     def report(self) -> dict[str, Any]:
         """A JSON-serialisable summary (the command line's ``--report`` and the stored summary)."""
@@ -149,6 +152,7 @@ class AnonymizationResult:
             "levels": self.levels,
             "heights": self.heights,
             "rows_in": self.rows_in,
+            "population_rows": self.population_rows,
             "rows_out": self.rows_out,
             "suppressed": self.suppressed,
             "classes": int(len(self.classes)),

@@ -254,7 +254,7 @@ def test_the_command_line_releases_the_research_subset(adult, adult_files, tmp_p
     summary = json.loads(report.read_text())
     assert {q: summary["levels"][q] for q in arx["levels"]} == arx["levels"]
     assert summary["suppressed"] == arx["suppressed"] and summary["classes"] == arx["classes"]
-    assert summary["rows_in"] == int(rows.sum())
+    assert summary["rows_in"] == int(rows.sum()) and summary["population_rows"] == len(adult)
     assert round(summary["metrics"]["loss"], 4) == round(arx["loss"], 4)
     assert all(c.passed for c in checks(summary))
 
