@@ -76,10 +76,7 @@ class ResearchSubset:
         n = len(population)
         if not columns:
             raise EngineError("The population has no columns to match the research subset on.")
-        both = pd.concat(
-            [_as_text(population[columns]), _as_text(released[columns])], ignore_index=True
-        )
-        ids = both.groupby(columns, sort=False, dropna=False).ngroup().to_numpy(dtype=np.int64)
+        ids = _row_ids([population[c] for c in columns], [released[c] for c in columns])
         pop_ids, sub_ids = ids[:n], ids[n:]
         groups = int(ids.max()) + 1 if len(ids) else 0
         # Population rows grouped by content, in row order within each group.
@@ -106,10 +103,31 @@ class ResearchSubset:
         return cls(rows)
 
 
-def _as_text(frame: pd.DataFrame) -> pd.DataFrame:
-    """Cells as strings ("" for a missing value), whatever the columns' dtypes, so that a
-    Categorical column matches a plain one."""
-    return pd.DataFrame(
-        {c: frame[c].astype(object).where(frame[c].notna(), "").astype(str) for c in frame},
-        columns=list(frame.columns),
-    )
+def _row_ids(first: list[pd.Series], second: list[pd.Series]) -> IntArray:
+    """One id per row of the two tables stacked (``first``'s rows, then ``second``'s), equal
+    for rows with the same text in every column: each column's codes, made comparable across
+    the two tables through the text of their distinct values, are combined into one key,
+    compacted whenever it would overflow."""
+    key = np.zeros(len(first[0]) + len(second[0]) if first else 0, dtype=np.int64)
+    space = 1
+    for a, b in zip(first, second, strict=True):
+        a_codes, a_texts = _text_codes(a)
+        b_codes, b_texts = _text_codes(b)
+        joint, distinct = pd.factorize(np.array(a_texts + b_texts, dtype=object))
+        codes = np.concatenate([joint[: len(a_texts)][a_codes], joint[len(a_texts) :][b_codes]])
+        card = max(len(distinct), 1)
+        if space * card >= 1 << 62:
+            key, kept = pd.factorize(key)
+            space = len(kept)
+        key = key * card + codes
+        space *= card
+    ids, _ = pd.factorize(key)
+    return np.asarray(ids, dtype=np.int64)
+
+
+def _text_codes(column: pd.Series) -> tuple[IntArray, list[str]]:
+    """A code per cell and the text of each code ("" for a missing value), whatever the
+    column's dtype, so that a Categorical column matches a plain one."""
+    codes, uniques = pd.factorize(column, sort=False)
+    texts = [str(u) for u in uniques] + [""]
+    return np.where(codes < 0, len(uniques), codes).astype(np.int64), texts

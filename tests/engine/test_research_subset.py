@@ -176,6 +176,16 @@ def test_rows_are_matched_by_content_first_free_row_first():
     ]
 
 
+def test_rows_match_whatever_the_columns_dtypes():
+    """A Categorical column matches a plain one, and a missing cell an empty one, as the
+    engine reads both as text."""
+    population = pd.DataFrame(
+        {"a": pd.Categorical(["x", "y", "x"]), "b": ["1", None, "2"]}, columns=["a", "b"]
+    )
+    released = pd.DataFrame({"a": ["y", "x"], "b": ["", "2"]})
+    assert ResearchSubset.match(population, released).rows.tolist() == [False, True, True]
+
+
 @pytest.mark.parametrize(
     ("released", "message"),
     [
