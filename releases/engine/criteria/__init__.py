@@ -57,6 +57,15 @@ Interface for the web layer
   "optimum"}``; re-running with ``AnonymizationConfig(levels=candidate["levels"])`` applies
   one (``report["levels_fixed"]`` is then true and ``report["optimum"]`` still names the
   optimum, to compare).
+* Research subsets: ``c.uses_research_subset`` is "required" (δ-presence: the request needs
+  the population table and the released rows), "optional" (k-map: counted in the population
+  table when one is given, else estimated from ``POPULATION_PARAMS``) or "". The engine takes
+  the population as its input and ``AnonymizationConfig(research_subset=...)``
+  (:class:`..subset.ResearchSubset`, ``ResearchSubset.match(population, released)`` pairs rows
+  by content); ``c.data_problem(DataContext(n, population_size=..., population_rows=...))``
+  says, before a run, why a model cannot judge such an input. The classes table then has
+  ``population`` (people of the population table per class) and, with δ-presence,
+  ``presence``; ``report["population_rows"]`` is the population table's size.
 * Risk: ``report["risk_before"]`` / ``["risk_after"]`` keep the prosecutor figures at the top
   (``highest``, ``average``, ``records_at_risk``, ``sample_uniques``) and add ``journalist``,
   ``marketer`` and, with a population model, ``population`` (each estimator's share of

@@ -249,7 +249,7 @@ class Criterion:
     local_recoding: ClassVar[bool] = True
     #: The research subset: "required" (the model compares the release with the population
     #: table), "optional" (used when given), "" (not used).
-    research_subset: ClassVar[Literal["", "optional", "required"]] = ""
+    uses_research_subset: ClassVar[Literal["", "optional", "required"]] = ""
     #: Whether a class of the population without any released row can fail the model. Such a
     #: class cannot be suppressed, so the transformation is then invalid (ARX's δ-presence);
     #: for other models these classes are ignored.

@@ -83,7 +83,7 @@ class DeltaPresence(Criterion):
             metavar="DMAX",
         ),
     )
-    research_subset = "required"
+    uses_research_subset = "required"
     judges_absent_classes = True
     local_recoding = False
     dmin: float

@@ -119,7 +119,7 @@ class KMap(Criterion):
             metavar="A",
         ),
     )
-    research_subset = "optional"
+    uses_research_subset = "optional"
     k: int
     estimator: str
     significance: float

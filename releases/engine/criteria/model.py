@@ -356,11 +356,10 @@ class PrivacyModel:
         """Which classes to suppress (see the module docstring); with a research subset,
         classes without a released row are never suppressed, and a model that such a class
         fails (:attr:`Criterion.judges_absent_classes`) makes the transformation invalid.
-        ``limit_rows``: the
-        suppression limit in rows (None: no limit, and no early stop); ``tie_order(index, count)``: the
-        ``count`` classes of ``index`` (all of one size) a dataset criterion suppresses first
-        (default: as numbered);
-        ``excluded``: classes that dataset criteria ignore (fully generalized ones)."""
+        ``limit_rows``: the suppression limit in rows (None: no limit, and no early stop);
+        ``tie_order(index, count)``: the ``count`` classes of ``index`` (all of one size) a
+        dataset criterion suppresses first (default: as numbered); ``excluded``: classes that
+        dataset criteria ignore (fully generalized ones)."""
         sizes = classes.sizes
         fails = np.zeros(len(sizes), dtype=bool)
         blocked = False
