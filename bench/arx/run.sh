@@ -28,7 +28,7 @@ if [ ! -f "$JAR" ]; then
         echo "Cloning ARX's source into $REPO" >&2
         git clone --bare --quiet https://github.com/arx-deidentifier/arx.git "$REPO"
     fi
-    echo "Building ARX $TAG's core library into $CACHE (once; about a minute)" >&2
+    echo "Building ARX $TAG's core library into $CACHE (once; a minute or two)" >&2
     work=$(mktemp -d)
     trap 'rm -rf "$work"' EXIT
     git -C "$REPO" archive "$TAG" src/main | tar -x -C "$work"
