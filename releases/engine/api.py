@@ -11,10 +11,10 @@ from numpy.typing import NDArray
 from pandas.api.extensions import ExtensionArray
 
 from . import metrics
-from .arrays import BoolArray, CodeArray, ObjectArray
-from .criteria import DataContext, PrivacyModel
+from .arrays import BoolArray, CodeArray, IntArray, ObjectArray
+from .criteria import DataContext, EarlierReleases, Evaluation, PrivacyModel
 from .hierarchy import Hierarchy
-from .lattice import CandidateEntry, EncodedData, SearchResult, pareto_front, search
+from .lattice import CandidateEntry, EncodedData, SearchResult, Table, pareto_front, search
 from .mondrian import anonymize_mondrian
 from .risk import risk_summary
 from .types import (
@@ -26,7 +26,7 @@ from .types import (
     ProgressCallback,
 )
 
-__all__ = ["anonymize", "validate_config", "parse_levels"]
+__all__ = ["anonymize", "encode", "judge_levels", "validate_config", "parse_levels"]
 
 
 def _as_text(column: pd.Series) -> pd.Series:
@@ -124,6 +124,15 @@ def validate_config(
                     raise EngineError(f"Column {name!r} is listed twice as {role}.")
                 raise EngineError(f"Column {name!r} cannot be both {roles[name]} and {role}.")
             roles[name] = role
+    protects = any(isinstance(c, EarlierReleases) for c in model.criteria)
+    if protects and not config.earlier_releases:
+        raise EngineError("Protecting earlier releases needs at least one earlier release.")
+    for name, membership in config.earlier_releases.items():
+        if len(membership) != len(data):
+            raise EngineError(
+                f"The earlier release {name!r} gives a class for {len(membership):,} rows; the "
+                f"data has {len(data):,}."
+            )
     for criterion in model.criteria:
         if criterion.needs_sensitive and not config.sensitive:
             raise EngineError(f"{criterion.label} needs at least one sensitive attribute.")
@@ -223,32 +232,16 @@ def anonymize(
     if progress is not None:
         progress(0.0, "encoding the data")
     qis = list(config.quasi_identifiers)
-    work = pd.DataFrame({c: _as_text(data[c]) for c in qis + list(config.sensitive)})
     subset = config.research_subset
-    enc = EncodedData.build(
-        work,
-        dict(config.quasi_identifiers),
-        config.sensitive,
-        config.sensitive_hierarchies,
-        track_first=bool(model.dataset_criteria),
-        subset=None if subset is None else subset.rows,
-    )
+    enc, context = encode(data, config)
     n = enc.n
-    population_size = model.population.size(n) if model.population is not None else None
-    context = enc.data_context(config.sensitive_hierarchies, population_size)
+    population_size = context.population_size
     lo = [int(config.min_levels.get(q, 0)) for q in qis]
     hi = [int(config.max_levels.get(q, config.quasi_identifiers[q].height - 1)) for q in qis]
     found, optimum, candidates = _search(enc, model, qis, lo, hi, config, progress, context)
 
     # Re-derive the chosen transformation from the level-0 table to map rows to classes.
-    table, base_to_class = enc.rollup(enc.base, found.levels)
-    judged = model.evaluate(
-        table.classes(),
-        context,
-        None,
-        tie_order=enc.tie_order(table) if model.dataset_criteria else None,
-        excluded=enc.fully_generalized(table) if model.dataset_criteria else None,
-    )
+    table, base_to_class, judged = judge_levels(enc, model, context, found.levels)
     fails = judged.fails
     # int32: a class per row of 12 million rows is 48 MB, not 96 MB.
     row_class = base_to_class.astype(np.int32)[enc.row_class]
@@ -369,6 +362,45 @@ def anonymize(
         class_sizes_before=np.asarray(before, dtype=np.int64),
         population_rows=enc.population_rows,
     )
+
+
+def encode(data: pd.DataFrame, config: AnonymizationConfig) -> tuple[EncodedData, DataContext]:
+    """The input encoded for the optimal search (the quasi-identifiers, the sensitive
+    attributes, the research subset and, when the model protects them, the earlier releases'
+    classes, counted in the subset's rows), and what the privacy models know of it."""
+    model = config.model
+    qis = list(config.quasi_identifiers)
+    work = pd.DataFrame({c: _as_text(data[c]) for c in qis + list(config.sensitive)})
+    protects = any(isinstance(c, EarlierReleases) for c in model.criteria)
+    subset = config.research_subset
+    enc = EncodedData.build(
+        work,
+        dict(config.quasi_identifiers),
+        config.sensitive,
+        config.sensitive_hierarchies,
+        track_first=bool(model.dataset_criteria),
+        subset=None if subset is None else subset.rows,
+        linked=config.earlier_releases if protects else None,
+    )
+    population_size = model.population.size(enc.n) if model.population is not None else None
+    return enc, enc.data_context(config.sensitive_hierarchies, population_size)
+
+
+def judge_levels(
+    enc: EncodedData, model: PrivacyModel, context: DataContext, levels: tuple[int, ...]
+) -> tuple[Table, IntArray, Evaluation]:
+    """The transformation ``levels`` applied: its classes, each level-0 class's class and the
+    model's judgement (which classes are suppressed), exactly as :func:`anonymize` releases
+    it (whatever the suppression limit)."""
+    table, base_to_class = enc.rollup(enc.base, levels)
+    judged = model.evaluate(
+        table.classes(),
+        context,
+        None,
+        tie_order=enc.tie_order(table) if model.dataset_criteria else None,
+        excluded=enc.fully_generalized(table) if model.dataset_criteria else None,
+    )
+    return table, base_to_class, judged
 
 
 def _candidate(qis: list[str], entry: CandidateEntry, optimum_levels: tuple[int, ...]) -> Candidate:

@@ -8,6 +8,8 @@
               [--population-size N | --sampling-fraction F] [--research-subset FILE]
               [--levels COL=N[,COL=N...]] [--sensitive-hierarchy COL=FILE ...]
               [--suppression-limit F] [--algorithm optimal|mondrian] [--delimiter D]
+              [--seed N] [--earlier-report R.json ... [--protect-earlier]]
+              [--attacker-file FILE]
 
 INPUT is read as text (every cell a string, an empty cell the value ""), UTF-8 (with or
 without BOM) or else Latin-1; the delimiter is detected from the header line (``,`` ``;`` or
@@ -23,7 +25,22 @@ row of INPUT with the same values in every column (as ARX's ``DataSubset.create`
 those rows are released; the suppression limit, the suppressed rows, the classes and the
 metrics of the report refer to them.
 
-OUT is written with the input's delimiter, UTF-8, with spreadsheet formulas neutralised. Both
+Releases judged together (:mod:`.cross_release`): the report records what reproduces the
+release (``"reproduction"``: the input's SHA-256, the hierarchy files with theirs, the model,
+the levels, the seed, and the research subset's file with its SHA-256). ``--earlier-report``
+(repeatable) re-applies each earlier release to INPUT (another input is refused) and writes
+``"cross_release"``: per earlier report, the joint partition of the two extracts (smallest
+joint class, rows in joint classes smaller than k, joint classes, and the evidence that the
+rows can be linked). ``--protect-earlier`` makes "every joint class with each earlier extract
+holds k rows" a criterion of the search. ``--attacker-file`` links an identified file to the
+extract (:mod:`.linkage`) and writes ``"linkage"``. A research subset is not judged together
+with earlier releases: ``--research-subset`` with ``--earlier-report`` is refused, and so is
+an earlier report of a research subset (it is not re-applied).
+
+The rows are written in a random order drawn from ``--seed`` (a fresh seed when omitted),
+recorded in the report: the report is for whoever runs the release, not for a recipient (the
+seed undoes the order). OUT is written with the input's delimiter, UTF-8, with spreadsheet
+formulas neutralised. Both
 output files are first written to temporary files in their folders and then renamed, so a
 failure leaves no (partial) output. Any error prints one line on stderr and exits with 2;
 warnings (e.g. a hierarchy row listed twice) print a line each on stderr.
@@ -33,6 +50,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import json
 import os
 import sys
@@ -46,10 +64,30 @@ import pandas as pd
 
 from . import tabular
 from .api import anonymize, parse_levels
-from .criteria import POPULATION_PARAMS, REGISTRY, PrivacyModel
+from .arrays import IntArray
+from .criteria import (
+    POPULATION_PARAMS,
+    REGISTRY,
+    EarlierReleases,
+    LDiversity,
+    PrivacyModel,
+    TCloseness,
+)
+from .cross_release import (
+    ASSUMPTION,
+    ReleasedColumns,
+    cross_release_check,
+    extract_membership,
+    linking_evidence,
+    sensitive_context,
+    what_constrained,
+)
 from .export import write_csv
 from .hierarchy import Hierarchy
+from .linkage import ColumnRule, link
+from .reproduction import REPORT_KEY, Reproduction, file_sha256, record
 from .risk import PopulationModel
+from .shuffle import new_seed, permutation
 from .subset import ResearchSubset
 from .types import AnonymizationConfig, AnonymizationResult, EngineError
 
@@ -119,6 +157,36 @@ def build_parser(prog: str = "anonymize") -> argparse.ArgumentParser:
     )
     p.add_argument("--algorithm", choices=["optimal", "mondrian"], default="optimal")
     p.add_argument("--delimiter", metavar="D", help="input delimiter (detected when omitted)")
+    p.add_argument(
+        "--seed",
+        type=int,
+        metavar="N",
+        help="seed of the rows' random order (a fresh one when omitted; kept in the report)",
+    )
+    together = p.add_argument_group(
+        "releases judged together",
+        "earlier extracts of the same rows, and an attacker's identified records",
+    )
+    together.add_argument(
+        "--earlier-report",
+        action="append",
+        default=[],
+        metavar="R.json",
+        help="report of an earlier release of INPUT (repeatable): it is re-applied and the "
+        "joint classes of the two extracts are measured",
+    )
+    together.add_argument(
+        "--protect-earlier",
+        action="store_true",
+        help="every joint class with each earlier extract must hold k rows (a criterion of "
+        "the search; needs --k and --earlier-report)",
+    )
+    together.add_argument(
+        "--attacker-file",
+        metavar="FILE",
+        help="identified records (CSV, TSV, Excel or Parquet) to link to the extract on "
+        "every column both have",
+    )
     return p
 
 
@@ -314,9 +382,14 @@ def _temp_beside(target: Path) -> Path:
 
 
 def write_outputs(
-    result: AnonymizationResult, out: str, report: str | None, delimiter: str
+    data: pd.DataFrame,
+    summary: dict[str, Any],
+    out: str,
+    report: str | None,
+    delimiter: str,
 ) -> None:
-    """Write the extract (and report) to temporary files, then rename them into place."""
+    """Write the extract (and the report ``summary``) to temporary files, then rename them
+    into place."""
     targets = [Path(out)] + ([Path(report)] if report else [])
     if report and Path(report).resolve() == Path(out).resolve():
         raise CliError("--out and --report name the same file")
@@ -325,10 +398,10 @@ def write_outputs(
         for target in targets:
             temps.append(_temp_beside(target))
         with open(temps[0], "wb") as fh:
-            write_csv(result.data, fh, delimiter)
+            write_csv(data, fh, delimiter)
         if report:
             with open(temps[1], "w", encoding="utf-8") as fh:
-                json.dump(result.report(), fh, indent=2, default=_json_default)
+                json.dump(summary, fh, indent=2, default=_json_default)
                 fh.write("\n")
         for temp, target in zip(temps, targets, strict=True):
             os.replace(temp, target)
@@ -338,6 +411,133 @@ def write_outputs(
         for temp in temps:
             with contextlib.suppress(OSError):
                 temp.unlink()
+
+
+# --------------------------------------------------------------------------- releases together
+
+
+@dataclasses.dataclass
+class EarlierRelease:
+    """An earlier release of INPUT, re-applied: its report's path, its record and each input
+    row's class in it."""
+
+    name: str
+    reproduction: Reproduction
+    membership: IntArray
+
+
+def load_earlier(paths: Sequence[str], df: pd.DataFrame, input_sha256: str) -> list[EarlierRelease]:
+    """Re-apply the release of each earlier report to INPUT (refusing another input)."""
+    out: list[EarlierRelease] = []
+    for path in paths:
+        if path in {e.name for e in out}:
+            raise CliError(f"--earlier-report {path} is given twice")
+        try:
+            with open(path, encoding="utf-8") as fh:
+                report = json.load(fh)
+        except OSError as exc:
+            raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+        except ValueError:
+            raise CliError(f"{path} is not a JSON report") from None
+        try:
+            reproduction = Reproduction.from_report(report)
+            reproduction.check_input(input_sha256, len(df), path)
+            membership = reproduction.membership(df, path)
+        except EngineError as exc:
+            message = str(exc)
+            raise CliError(message if path in message else f"{path}: {message}") from None
+        out.append(EarlierRelease(path, reproduction, membership))
+    return out
+
+
+def _hierarchy_files(args: argparse.Namespace) -> dict[str, str | None]:
+    files: dict[str, str | None] = {}
+    for item in [*args.qi, *args.sensitive_hierarchy]:
+        name, file = _split_pair(item, "--qi")
+        files[name] = file
+    return files
+
+
+def _protecting(config: AnonymizationConfig, earlier: list[EarlierRelease]) -> AnonymizationConfig:
+    """``config`` with "every joint class with each earlier extract holds k rows" added."""
+    model = config.model
+    if model.k <= 1:
+        raise CliError("--protect-earlier needs --k: the size every joint class must reach")
+    protected = PrivacyModel(
+        criteria=[*model.criteria, EarlierReleases(k=model.k)],
+        suppression_limit=model.suppression_limit,
+        population=model.population,
+    )
+    return dataclasses.replace(
+        config, model=protected, earlier_releases={e.name: e.membership for e in earlier}
+    )
+
+
+def _released_columns(
+    data: pd.DataFrame, config: AnonymizationConfig, result: AnonymizationResult
+) -> ReleasedColumns:
+    levels = result.levels if result.algorithm == "optimal" else None
+    qis: dict[str, int | None] = {
+        q: None if levels is None else levels[q] for q in config.quasi_identifiers
+    }
+    return ReleasedColumns(tuple(map(str, data.columns)), qis, tuple(config.sensitive))
+
+
+def cross_release(
+    df: pd.DataFrame,
+    data: pd.DataFrame,
+    source_rows: IntArray,
+    config: AnonymizationConfig,
+    result: AnonymizationResult,
+    earlier: list[EarlierRelease],
+) -> list[dict[str, Any]]:
+    """The report's ``cross_release``: per earlier release, the joint partition measured and
+    the evidence that the two extracts can be linked."""
+    model = config.model
+    ell = next((c for c in model.criteria if isinstance(c, LDiversity)), None)
+    tee = next((c for c in model.criteria if isinstance(c, TCloseness)), None)
+    context = None
+    if config.sensitive and (ell is not None or tee is not None):
+        context = sensitive_context(df, config.sensitive, config.sensitive_hierarchies)
+    new = extract_membership(data, source_rows, len(df), list(config.quasi_identifiers))
+    mine = _released_columns(data, config, result)
+    entries = []
+    for e in earlier:
+        check = cross_release_check(
+            new,
+            e.membership,
+            model.k,
+            sensitive=context,
+            entropy=ell is not None and ell.variant == "entropy",
+            t_distance=None if tee is None else tee.distance,
+            l_required=None if ell is None else ell.l,
+            t_required=None if tee is None else tee.t,
+        )
+        evidence = linking_evidence(mine, e.reproduction.released_columns())
+        entries.append(
+            {"earlier_report": e.name, **check.as_dict(), "evidence": evidence.as_dict()}
+        )
+    return entries
+
+
+def _failure(entry: dict[str, Any]) -> str:
+    """One line saying why a cross-release check failed."""
+    reasons = []
+    if entry["rows_below_k"]:
+        reasons.append(
+            f"{entry['rows_below_k']} rows are in joint classes smaller than k={entry['k']} "
+            f"(smallest {entry['smallest_joint_class']})"
+        )
+    ells = entry.get("entropy_l") or entry.get("l") or {}
+    required = entry.get("l_required")
+    for name, value in ells.items():
+        if required is not None and value < required:
+            reasons.append(f"a joint class has l={value:.3g} of {name}, l={required:g} asked")
+    for name, value in (entry.get("t") or {}).items():
+        required = entry.get("t_required")
+        if required is not None and value > required:
+            reasons.append(f"a joint class has t={value:.3g} of {name}, t={required:g} asked")
+    return f"together with {entry['earlier_report']}, " + "; ".join(reasons)
 
 
 # --------------------------------------------------------------------------- entry points
@@ -350,18 +550,73 @@ def execute(
     stderr: TextIO | None = None,
 ) -> None:
     """Parse ``argv``, anonymize, write the files. Raises :class:`CliError` on any problem.
-    Warnings (e.g. a hierarchy row listed twice) go to ``stderr``, one line each."""
+    Warnings (e.g. a hierarchy row listed twice, a failing cross-release check) go to
+    ``stderr``, one line each."""
     args = build_parser(prog).parse_args(list(argv))
+    err = stderr or sys.stderr
+    if args.protect_earlier and not args.earlier_report:
+        raise CliError("--protect-earlier needs at least one --earlier-report")
+    if args.research_subset and args.earlier_report:
+        # The joint classes would have to be measured in the subset's rows (its sensitive
+        # distribution, its classes): not done, so refused rather than measured wrongly.
+        raise CliError(
+            "--research-subset cannot be combined with --earlier-report or --protect-earlier: "
+            "a research subset is not judged together with earlier releases"
+        )
+    if args.seed is not None and args.seed < 0:
+        raise CliError(f"--seed must be a whole number of at least 0, not {args.seed}")
     try:
         df, sep = read_table(args.input, _delimiter_arg(args.delimiter))
         config = build_config(args, df)
         hierarchies = [*config.quasi_identifiers.values(), *config.sensitive_hierarchies.values()]
         for warning in (w for h in hierarchies for w in h.warnings):
-            (stderr or sys.stderr).write(f"{prog}: warning: {' '.join(warning.split())}\n")
+            err.write(f"{prog}: warning: {' '.join(warning.split())}\n")
+        input_sha256 = file_sha256(args.input)
+        earlier = load_earlier(args.earlier_report, df, input_sha256)
+        if args.protect_earlier:
+            config = _protecting(config, earlier)
+        attacker = read_table(args.attacker_file)[0] if args.attacker_file else None
         result = anonymize(df, config)
+        if result.source_rows is None:
+            raise CliError("the engine did not say which input rows it released")
+        # Rows in a random order: the input's order must not link the extract to anything.
+        seed = new_seed() if args.seed is None else int(args.seed)
+        order = permutation(len(result.data), seed)
+        data = result.data.iloc[order].reset_index(drop=True)
+        source_rows = np.asarray(result.source_rows, dtype=np.int64)[order]
+        summary = result.report()
+        summary[REPORT_KEY] = record(
+            config,
+            _hierarchy_files(args),
+            input_sha256,
+            len(df),
+            result.levels if result.algorithm == "optimal" else None,
+            result.algorithm,
+            seed,
+            [str(c) for c in data.columns],
+            result.rows_out,
+            [e.reproduction for e in earlier] if args.protect_earlier else (),
+            args.research_subset,
+        ).as_dict()
+        if args.protect_earlier:
+            summary["protection"] = what_constrained(df, config).as_dict()
+        if earlier:
+            summary["cross_release_assumption"] = ASSUMPTION
+            summary["cross_release"] = cross_release(df, data, source_rows, config, result, earlier)
+        if attacker is not None:
+            levels = result.levels if result.algorithm == "optimal" else None
+            rules = {
+                q: ColumnRule(h, None if levels is None else levels[q])
+                for q, h in config.quasi_identifiers.items()
+            }
+            linkage = link(attacker, data, config.model.k, rules)
+            summary["linkage"] = {"attacker_file": args.attacker_file, **linkage.as_dict()}
     except EngineError as exc:
         raise CliError(str(exc)) from None
-    write_outputs(result, args.out, args.report, sep)
+    write_outputs(data, summary, args.out, args.report, sep)
+    for entry in summary.get("cross_release", []):
+        if not entry["passed"]:
+            err.write(f"{prog}: warning: {_failure(entry)}\n")
     if stdout is not None:
         how = result.algorithm
         if result.levels is not None:
@@ -372,6 +627,26 @@ def execute(
             f"classes (k={result.achieved_k}; {config.model.describe_criteria()}; {how}; "
             f"{result.seconds:.2f} s) -> {args.out}\n"
         )
+        for entry in summary.get("cross_release", []):
+            stdout.write(
+                f"with {entry['earlier_report']}: {entry['joint_classes']} joint classes, the "
+                f"smallest of {entry['smallest_joint_class']}, {entry['rows_below_k']} rows "
+                f"below k={entry['k']}\n"
+            )
+        if "protection" in summary:
+            names = summary["protection"]["constrained_by"]
+            stdout.write(
+                "protecting the earlier releases changed nothing\n"
+                if not names
+                else f"the search was constrained by {', '.join(names)}\n"
+            )
+        if "linkage" in summary:
+            found = summary["linkage"]
+            stdout.write(
+                f"attacker file: {found['matched_one']} of {found['attacker_records']} records "
+                f"matched by exactly one released record, {found['matched_below_k']} by fewer "
+                f"than k={found['k']}, on {', '.join(found['matched_columns'])}\n"
+            )
 
 
 def run(
@@ -399,9 +674,11 @@ def run(
     return EXIT_OK
 
 
-def main() -> None:  # pragma: no cover - `python -m releases.engine.cli`
-    sys.exit(run(sys.argv[1:]))
+def main(argv: Sequence[str] | None = None) -> int:
+    """The command line's entry point: runs ``argv`` (the process's arguments when None) and
+    returns the exit status."""
+    return run(sys.argv[1:] if argv is None else argv)
 
 
-if __name__ == "__main__":  # pragma: no cover
-    main()
+if __name__ == "__main__":  # pragma: no cover - `python -m releases.engine.cli`
+    sys.exit(main())

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeAlias
 
@@ -130,6 +130,9 @@ class Table:
     sensitive: dict[str, SensitiveCounts]
     first: IntArray | None = None  # first input row of each class (when tracked)
     population: IntArray | None = None  # rows per class in the population (research subset)
+    #: Per earlier release, its classes counted within each class (the joint classes; in the
+    #: research subset, when there is one).
+    linked: dict[str, SensitiveCounts] = field(default_factory=dict)
 
     @property
     def nbytes(self) -> int:
@@ -140,10 +143,11 @@ class Table:
             + self.counts.nbytes
             + extra
             + sum(s.nbytes for s in self.sensitive.values())
+            + sum(s.nbytes for s in self.linked.values())
         )
 
     def classes(self) -> Classes:
-        return Classes(self.counts, self.sensitive, self.population)
+        return Classes(self.counts, self.sensitive, self.linked, self.population)
 
 
 def _sorted_unique(key: IntArray) -> tuple[IntArray, IntArray]:
@@ -195,6 +199,28 @@ def _group(cols: list[CodeArray], cards: list[int]) -> tuple[IntArray, int, Code
     return inverse, len(uniq), codes
 
 
+def _linked_counts(
+    name: str, membership: IntArray, row_class: IntArray, m: int, in_subset: BoolArray | None
+) -> SensitiveCounts:
+    """The classes of an earlier release (``membership``: each input row's class there, -1 for
+    a row not in it) counted per level-0 class; "not in it" is the last value. With a research
+    subset (``in_subset``), only the subset's rows are counted: only they are released."""
+    n = len(row_class)
+    if membership.shape != (n,):
+        raise EngineError(
+            f"The earlier release {name!r} gives a class for {len(membership):,} rows; the "
+            f"data has {n:,}."
+        )
+    codes = membership.astype(np.int64, copy=False)
+    absent = int(codes.max()) + 1 if n else 0
+    if n and int(codes.min()) < -1:
+        raise EngineError(f"The earlier release {name!r} has a class number below -1.")
+    values = np.where(codes < 0, absent, codes)
+    if in_subset is not None:
+        row_class, values = row_class[in_subset], values[in_subset]
+    return SensitiveCounts.from_codes(row_class, values, n_groups=m, n_values=absent + 1)
+
+
 @dataclass
 class EncodedData:
     """The input, encoded once for the search: attributes, the level-0 frequency table and the
@@ -222,10 +248,14 @@ class EncodedData:
         sensitive_hierarchies: dict[str, Hierarchy] | None = None,
         track_first: bool = False,
         subset: BoolArray | None = None,
+        linked: Mapping[str, IntArray] | None = None,
     ) -> EncodedData:
         """Encode ``data``; ``track_first``: remember each class's first input row (ARX orders
         classes of equal size by it when a dataset criterion suppresses some); ``subset``: the
-        rows of ``data`` (then the population table) that form the research subset."""
+        rows of ``data`` (then the population table) that form the research subset;
+        ``linked``: per earlier release, each input row's class in it (-1: not in it), counted
+        per class (only the subset's rows, with a subset) so that the joint classes roll up
+        with the table."""
         rows = len(data)
         in_subset = None if subset is None else np.asarray(subset, dtype=bool)
         n = rows if in_subset is None else int(in_subset.sum())
@@ -290,8 +320,18 @@ class EncodedData:
             first = np.full(m, np.iinfo(np.int64).max, dtype=np.int64)
             classes, at = np.unique(released_class, return_index=True)
             first[classes] = positions[at]
+        linked_counts = {
+            name: _linked_counts(name, np.asarray(membership), row_class, m, in_subset)
+            for name, membership in (linked or {}).items()
+        }
         base = Table(
-            tuple([0] * len(attributes)), base_codes, counts, sens_counts, first, population
+            tuple([0] * len(attributes)),
+            base_codes,
+            counts,
+            sens_counts,
+            first,
+            population=population,
+            linked=linked_counts,
         )
         return cls(
             attributes,
@@ -357,7 +397,11 @@ class EncodedData:
         if table.first is not None:
             first = np.full(g, np.iinfo(np.int64).max, dtype=np.int64)
             np.minimum.at(first, inverse, table.first)
-        rolled = Table(tuple(int(v) for v in levels), codes, counts, sensitive, first, population)
+        # The joint classes with earlier releases roll up whatever the criteria: few tables
+        # carry them (only searches that protect earlier releases).
+        linked = {k: s.regroup(inverse, g) for k, s in table.linked.items()}
+        levels_out = tuple(int(v) for v in levels)
+        rolled = Table(levels_out, codes, counts, sensitive, first, population, linked)
         return rolled, inverse
 
     def tie_order(self, table: Table) -> Callable[[IntArray, int], IntArray]:

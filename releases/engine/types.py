@@ -70,6 +70,11 @@ class AnonymizationConfig:
     #: k-map counted in the population and δ-presence). Only these rows are released; the
     #: suppression limit, the suppressed rows, the classes and the metrics refer to them.
     research_subset: ResearchSubset | None = None
+    #: Earlier releases of the same rows, by name: each input row's class in that release
+    #: (-1 when the release left it out; see :mod:`.cross_release`). Used by the model
+    #: :class:`.criteria.EarlierReleases` (every joint class with each of them holds k rows;
+    #: with a research subset, only the subset's rows are counted).
+    earlier_releases: dict[str, IntArray] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

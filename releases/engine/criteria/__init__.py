@@ -14,7 +14,9 @@ The package, bottom to top:
 * one module per model: :mod:`.k_anonymity`, :mod:`.l_diversity` (distinct, entropy and
   recursive), :mod:`.t_closeness`, :mod:`.delta_disclosure`, :mod:`.beta_likeness`,
   :mod:`.highest_risk`, :mod:`.average_risk`, :mod:`.population_uniqueness`,
-  :mod:`.k_map`, :mod:`.delta_presence`;
+  :mod:`.k_map`, :mod:`.delta_presence`, and :mod:`.earlier_releases` (every joint class with
+  each earlier extract holds k records; it needs the earlier releases' classes, so it is
+  listed in :data:`LINKED`, not offered);
 * :mod:`.registry`: :data:`REGISTRY`, every model by name (adding a model is adding its module,
   its tests and its line there);
 * :mod:`.model`: :class:`PrivacyModel` (the criteria of a release, the suppression limit and
@@ -77,17 +79,19 @@ from .base import BORDERLINE_SHARE, Check, Classes, Criterion, DataContext, Para
 from .beta_likeness import BetaLikeness
 from .delta_disclosure import DeltaDisclosure
 from .delta_presence import DeltaPresence
+from .earlier_releases import EarlierReleases
 from .highest_risk import HighestRisk, size_threshold
 from .k_anonymity import KAnonymity
 from .k_map import KMap
 from .l_diversity import LDiversity
 from .model import POPULATION_PARAMS, Evaluation, PrivacyModel, checks
 from .population_uniqueness import PopulationUniqueness
-from .registry import REGISTRY, criterion_from_spec
+from .registry import LINKED, REGISTRY, criterion_from_spec
 from .t_closeness import TCloseness
 
 __all__ = [
     "BORDERLINE_SHARE",
+    "LINKED",
     "POPULATION_PARAMS",
     "REGISTRY",
     "AverageRisk",
@@ -98,6 +102,7 @@ __all__ = [
     "DataContext",
     "DeltaDisclosure",
     "DeltaPresence",
+    "EarlierReleases",
     "Evaluation",
     "HighestRisk",
     "KAnonymity",

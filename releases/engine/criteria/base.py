@@ -156,18 +156,24 @@ class Classes:
     """The equivalence classes of a candidate release: rows per class and, per sensitive
     attribute, sparse counts of its values per class.
 
-    With a research subset (:class:`..subset.ResearchSubset`), ``sizes`` count the class's
-    rows in the subset (what is released) and ``population`` its rows in the population table;
-    a class of the population may then hold no row of the subset (size 0)."""
+    ``linked``: per earlier release (by name), sparse counts of the earlier release's classes
+    within each class, its "value" being the earlier class (the last code: not in that
+    release). Each cell is a joint class of the two releases (see :mod:`.earlier_releases`).
+
+    With a research subset (:class:`..subset.ResearchSubset`), ``sizes`` (and ``linked``)
+    count the class's rows in the subset (what is released) and ``population`` its rows in the
+    population table; a class of the population may then hold no row of the subset (size 0)."""
 
     sizes: IntArray
     sensitive: Mapping[str, SensitiveCounts] = field(default_factory=dict)
+    linked: Mapping[str, SensitiveCounts] = field(default_factory=dict)
     population: IntArray | None = None
 
     def subset(self, keep: BoolArray) -> Classes:
         return Classes(
             self.sizes[keep],
             {name: sc.subset(keep) for name, sc in self.sensitive.items()},
+            {name: sc.subset(keep) for name, sc in self.linked.items()},
             None if self.population is None else self.population[keep],
         )
 
