@@ -9,6 +9,7 @@ from .api import anonymize, parse_levels, validate_config
 from .criteria import POPULATION_PARAMS, REGISTRY, Check, Criterion, ParamSpec, checks
 from .hierarchy import Hierarchy
 from .risk import PopulationModel
+from .subset import ResearchSubset
 from .types import (
     SUPPRESSED_VALUE,
     AnonymizationConfig,
@@ -45,6 +46,7 @@ __all__ = [
     "PopulationModel",
     "PrivacyModel",
     "ProgressCallback",
+    "ResearchSubset",
     "RiskSummary",
     "anonymize",
     "checks",

@@ -151,11 +151,32 @@ def validate_config(
     n = len(data)
     if n == 0:
         raise EngineError("The data has no rows to anonymize.")
+    subset = config.research_subset
+    if subset is not None:
+        if subset.population_rows != n:
+            raise EngineError(
+                f"The research subset marks {subset.population_rows:,} rows, the population "
+                f"table has {n:,}."
+            )
+        if config.algorithm != "optimal":
+            raise EngineError("A research subset needs the optimal search, not Mondrian.")
+        n = subset.size
+        if n == 0:
+            raise EngineError("The research subset holds no rows to release.")
     if model.k > n:
         raise EngineError(f"k={model.k} is larger than the number of rows ({n}).")
     size = model.population.population_size if model.population is not None else None
     if size is not None and size < n:
         raise EngineError(f"The population ({size:,}) is smaller than the data ({n:,} rows).")
+    context = DataContext(
+        n,
+        population_size=model.population.size(n) if model.population is not None else None,
+        population_rows=None if subset is None else subset.population_rows,
+    )
+    for criterion in model.criteria:
+        problem = criterion.data_problem(context)
+        if problem:
+            raise EngineError(problem)
     if config.levels is not None and config.algorithm != "optimal":
         raise EngineError("Fixed levels apply to the optimal search, not to Mondrian.")
     for bounds, what in (
@@ -211,6 +232,7 @@ def anonymize(
     if progress is not None:
         progress(0.0, "encoding the data")
     qis = list(config.quasi_identifiers)
+    subset = config.research_subset
     enc, context = encode(data, config)
     n = enc.n
     population_size = context.population_size
@@ -224,6 +246,8 @@ def anonymize(
     # int32: a class per row of 12 million rows is 48 MB, not 96 MB.
     row_class = base_to_class.astype(np.int32)[enc.row_class]
     keep_rows = ~fails[row_class]
+    if subset is not None:
+        keep_rows &= subset.rows  # only the research subset is released
     suppressed = int(table.counts[fails].sum())
 
     # --- the extract: identifiers dropped, suppressed rows removed, QIs generalized
@@ -241,11 +265,11 @@ def anonymize(
                 isinstance(data[col].dtype, pd.CategoricalDtype),
             )
         else:
-            columns[col] = _kept(data[col], keep_rows, suppressed > 0)
+            columns[col] = _kept(data[col], keep_rows, suppressed > 0 or subset is not None)
     extract = pd.DataFrame(columns, columns=list(columns))
 
-    # --- equivalence classes of the extract
-    keep_classes = ~fails
+    # --- equivalence classes of the extract (not the population's classes it does not hold)
+    keep_classes = ~fails & (table.counts > 0)
     kept_table_codes = table.codes[keep_classes]
     sizes = table.counts[keep_classes]
     classes = pd.DataFrame(
@@ -302,6 +326,7 @@ def anonymize(
         "loss_per_attribute": {q: float(v) for q, v in zip(qis, loss_vec, strict=True)},
     }
 
+    before = enc.base.counts[enc.base.counts > 0]
     if progress is not None:
         progress(1.0, "release built")
     warnings = [
@@ -322,7 +347,7 @@ def anonymize(
         achieved_l=achieved_l,
         achieved_t=achieved_t,
         metrics=metric_values,
-        risk_before=risk_summary(enc.base.counts, population_size=population_size),
+        risk_before=risk_summary(before, population_size=population_size),
         risk_after=risk_summary(sizes, population_size=population_size),
         transformations_checked=int(found.transformations_checked),
         seconds=float(time.perf_counter() - started),
@@ -334,24 +359,27 @@ def anonymize(
         optimum=optimum,
         levels_fixed=config.levels is not None,
         warnings=warnings,
-        class_sizes_before=np.asarray(enc.base.counts, dtype=np.int64),
+        class_sizes_before=np.asarray(before, dtype=np.int64),
+        population_rows=enc.population_rows,
     )
 
 
 def encode(data: pd.DataFrame, config: AnonymizationConfig) -> tuple[EncodedData, DataContext]:
     """The input encoded for the optimal search (the quasi-identifiers, the sensitive
-    attributes and, when the model protects them, the earlier releases' classes), and what the
-    privacy models know of it."""
+    attributes, the research subset and, when the model protects them, the earlier releases'
+    classes, counted in the subset's rows), and what the privacy models know of it."""
     model = config.model
     qis = list(config.quasi_identifiers)
     work = pd.DataFrame({c: _as_text(data[c]) for c in qis + list(config.sensitive)})
     protects = any(isinstance(c, EarlierReleases) for c in model.criteria)
+    subset = config.research_subset
     enc = EncodedData.build(
         work,
         dict(config.quasi_identifiers),
         config.sensitive,
         config.sensitive_hierarchies,
         track_first=bool(model.dataset_criteria),
+        subset=None if subset is None else subset.rows,
         linked=config.earlier_releases if protects else None,
     )
     population_size = model.population.size(enc.n) if model.population is not None else None

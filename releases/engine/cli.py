@@ -5,7 +5,7 @@
               privacy models, at least one: an option per parameter of each model of
               :data:`.criteria.REGISTRY` (e.g. [--k N] [--l N --l-variant entropy];
               ``--help`` lists them all)
-              [--population-size N | --sampling-fraction F]
+              [--population-size N | --sampling-fraction F] [--research-subset FILE]
               [--levels COL=N[,COL=N...]] [--sensitive-hierarchy COL=FILE ...]
               [--suppression-limit F] [--algorithm optimal|mondrian] [--delimiter D]
               [--seed N] [--earlier-report R.json ... [--protect-earlier]]
@@ -19,15 +19,23 @@ for by its first option (``--k``, ``--delta-disclosure``, ...); its other option
 ``--levels`` applies the given generalization levels (e.g. a candidate from an earlier
 report) instead of the optimum; the report still shows the optimum to compare.
 
+With ``--research-subset FILE`` (k-map counted in the population, δ-presence), INPUT is the
+population table and FILE holds the rows to release, with INPUT's columns, each matched to a
+row of INPUT with the same values in every column (as ARX's ``DataSubset.create``). Only
+those rows are released; the suppression limit, the suppressed rows, the classes and the
+metrics of the report refer to them.
+
 Releases judged together (:mod:`.cross_release`): the report records what reproduces the
 release (``"reproduction"``: the input's SHA-256, the hierarchy files with theirs, the model,
-the levels, the seed). ``--earlier-report`` (repeatable) re-applies each earlier release to
-INPUT (another input is refused) and writes ``"cross_release"``: per earlier report, the joint
-partition of the two extracts (smallest joint class, rows in joint classes smaller than k,
-joint classes, and the evidence that the rows can be linked). ``--protect-earlier`` makes
-"every joint class with each earlier extract holds k rows" a criterion of the search.
-``--attacker-file`` links an identified file to the extract (:mod:`.linkage`) and writes
-``"linkage"``.
+the levels, the seed, and the research subset's file with its SHA-256). ``--earlier-report``
+(repeatable) re-applies each earlier release to INPUT (another input is refused) and writes
+``"cross_release"``: per earlier report, the joint partition of the two extracts (smallest
+joint class, rows in joint classes smaller than k, joint classes, and the evidence that the
+rows can be linked). ``--protect-earlier`` makes "every joint class with each earlier extract
+holds k rows" a criterion of the search. ``--attacker-file`` links an identified file to the
+extract (:mod:`.linkage`) and writes ``"linkage"``. A research subset is not judged together
+with earlier releases: ``--research-subset`` with ``--earlier-report`` is refused, and so is
+an earlier report of a research subset (it is not re-applied).
 
 The rows are written in a random order drawn from ``--seed`` (a fresh seed when omitted),
 recorded in the report: the report is for whoever runs the release, not for a recipient (the
@@ -80,6 +88,7 @@ from .linkage import ColumnRule, link
 from .reproduction import REPORT_KEY, Reproduction, file_sha256, record
 from .risk import PopulationModel
 from .shuffle import new_seed, permutation
+from .subset import ResearchSubset
 from .types import AnonymizationConfig, AnonymizationResult, EngineError
 
 EXIT_OK = 0
@@ -140,6 +149,12 @@ def build_parser(prog: str = "anonymize") -> argparse.ArgumentParser:
         metavar="F",
         help="share of rows (0 to 1) that may be suppressed",
     )
+    p.add_argument(
+        "--research-subset",
+        metavar="FILE",
+        help="the rows to release, INPUT being the population table they are drawn from "
+        "(same columns; matched to INPUT's rows by content), for k-map and δ-presence",
+    )
     p.add_argument("--algorithm", choices=["optimal", "mondrian"], default="optimal")
     p.add_argument("--delimiter", metavar="D", help="input delimiter (detected when omitted)")
     p.add_argument(
@@ -193,13 +208,16 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
             group.add_argument(
                 spec.option(name),
                 dest=spec.key(name),
-                type=_TYPES.get(spec.kind, str),
+                # An option carrying a second parameter ("DMIN,DMAX") is split in
+                # _privacy_model; the model reads numbers from text.
+                type=str if spec.pair else _TYPES.get(spec.kind, str),
                 choices=[c for c, _ in spec.choices] or None,
                 metavar=spec.metavar,
                 help=help_text.replace("%", "%%"),
             )
     population = p.add_argument_group(
-        "population", "for population uniqueness and the journalist and marketer risk"
+        "population",
+        "for population uniqueness, estimated k-map and the journalist and marketer risk",
     )
     for spec in POPULATION_PARAMS:
         population.add_argument(
@@ -215,6 +233,16 @@ def _privacy_model(args: argparse.Namespace) -> PrivacyModel:
     criteria = []
     for name, kind in REGISTRY.items():
         values = {spec.name: getattr(args, spec.key(name)) for spec in kind.params}
+        for spec in kind.params:
+            if spec.pair and isinstance(values[spec.name], str) and "," in values[spec.name]:
+                first, _, second = values[spec.name].partition(",")
+                paired = next(p for p in kind.params if p.name == spec.pair)
+                if values[spec.pair] is not None:
+                    raise CliError(
+                        f"{spec.option(name)} {values[spec.name]} gives {paired.label} and so "
+                        f"does {paired.option(name)}: give it once"
+                    )
+                values[spec.name], values[spec.pair] = first, second
         main = kind.params[0]
         if values[main.name] is None:
             extra = [s.option(name) for s in kind.params[1:] if values[s.name] is not None]
@@ -314,6 +342,13 @@ def build_config(args: argparse.Namespace, df: pd.DataFrame) -> AnonymizationCon
             raise CliError(f"--sensitive-hierarchy {name!r}: not named with --sensitive")
         sensitive_hierarchies[name] = _load_hierarchy(name, file, df[name])
     model = _privacy_model(args)
+    subset = None
+    if args.research_subset:
+        released, _ = read_table(args.research_subset, _delimiter_arg(args.delimiter))
+        try:
+            subset = ResearchSubset.match(df, released)
+        except EngineError as exc:
+            raise CliError(f"{args.research_subset}: {exc}") from None
     return AnonymizationConfig(
         quasi_identifiers=qis,
         model=model,
@@ -322,6 +357,7 @@ def build_config(args: argparse.Namespace, df: pd.DataFrame) -> AnonymizationCon
         sensitive_hierarchies=sensitive_hierarchies,
         algorithm=args.algorithm,
         levels=parse_levels(args.levels) if args.levels else None,
+        research_subset=subset,
     )
 
 
@@ -520,6 +556,13 @@ def execute(
     err = stderr or sys.stderr
     if args.protect_earlier and not args.earlier_report:
         raise CliError("--protect-earlier needs at least one --earlier-report")
+    if args.research_subset and args.earlier_report:
+        # The joint classes would have to be measured in the subset's rows (its sensitive
+        # distribution, its classes): not done, so refused rather than measured wrongly.
+        raise CliError(
+            "--research-subset cannot be combined with --earlier-report or --protect-earlier: "
+            "a research subset is not judged together with earlier releases"
+        )
     if args.seed is not None and args.seed < 0:
         raise CliError(f"--seed must be a whole number of at least 0, not {args.seed}")
     try:
@@ -553,6 +596,7 @@ def execute(
             [str(c) for c in data.columns],
             result.rows_out,
             [e.reproduction for e in earlier] if args.protect_earlier else (),
+            args.research_subset,
         ).as_dict()
         if args.protect_earlier:
             summary["protection"] = what_constrained(df, config).as_dict()

@@ -132,7 +132,10 @@ def release_membership(data: pd.DataFrame, config: AnonymizationConfig) -> IntAr
             enc, config.model, context, tuple(int(levels[q]) for q in qis)
         )
         row_class = base_to_class[enc.row_class]
-        return _dense(np.where(judged.fails[row_class], NOT_IN, row_class))
+        out = judged.fails[row_class]
+        if config.research_subset is not None:
+            out = out | ~config.research_subset.rows  # only the subset's rows are released
+        return _dense(np.where(out, NOT_IN, row_class))
     result = anonymize(data, config)
     if result.source_rows is None:
         raise EngineError("The release does not say which input rows it holds.")

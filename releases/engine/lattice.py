@@ -126,15 +126,18 @@ class Table:
 
     levels: tuple[int, ...]
     codes: CodeArray  # (classes, quasi-identifiers) codes at ``levels``
-    counts: IntArray  # rows per class
+    counts: IntArray  # rows per class (in the research subset, when there is one)
     sensitive: dict[str, SensitiveCounts]
     first: IntArray | None = None  # first input row of each class (when tracked)
-    #: Per earlier release, its classes counted within each class (the joint classes).
+    population: IntArray | None = None  # rows per class in the population (research subset)
+    #: Per earlier release, its classes counted within each class (the joint classes; in the
+    #: research subset, when there is one).
     linked: dict[str, SensitiveCounts] = field(default_factory=dict)
 
     @property
     def nbytes(self) -> int:
         extra = 0 if self.first is None else self.first.nbytes
+        extra += 0 if self.population is None else self.population.nbytes
         return (
             self.codes.nbytes
             + self.counts.nbytes
@@ -144,7 +147,7 @@ class Table:
         )
 
     def classes(self) -> Classes:
-        return Classes(self.counts, self.sensitive, self.linked)
+        return Classes(self.counts, self.sensitive, self.linked, self.population)
 
 
 def _sorted_unique(key: IntArray) -> tuple[IntArray, IntArray]:
@@ -197,10 +200,12 @@ def _group(cols: list[CodeArray], cards: list[int]) -> tuple[IntArray, int, Code
 
 
 def _linked_counts(
-    name: str, membership: IntArray, row_class: IntArray, m: int, n: int
+    name: str, membership: IntArray, row_class: IntArray, m: int, in_subset: BoolArray | None
 ) -> SensitiveCounts:
     """The classes of an earlier release (``membership``: each input row's class there, -1 for
-    a row not in it) counted per level-0 class; "not in it" is the last value."""
+    a row not in it) counted per level-0 class; "not in it" is the last value. With a research
+    subset (``in_subset``), only the subset's rows are counted: only they are released."""
+    n = len(row_class)
     if membership.shape != (n,):
         raise EngineError(
             f"The earlier release {name!r} gives a class for {len(membership):,} rows; the "
@@ -211,13 +216,20 @@ def _linked_counts(
     if n and int(codes.min()) < -1:
         raise EngineError(f"The earlier release {name!r} has a class number below -1.")
     values = np.where(codes < 0, absent, codes)
+    if in_subset is not None:
+        row_class, values = row_class[in_subset], values[in_subset]
     return SensitiveCounts.from_codes(row_class, values, n_groups=m, n_values=absent + 1)
 
 
 @dataclass
 class EncodedData:
     """The input, encoded once for the search: attributes, the level-0 frequency table and the
-    row -> level-0 class mapping (to build the extract at the end)."""
+    row -> level-0 class mapping (to build the extract at the end).
+
+    With a research subset the input is the population table: ``n`` counts the subset's rows,
+    the tables count each class's rows in the subset (``counts``, what the frequencies and the
+    Loss are computed on) and in the population (``population``), and ``population_rows`` is
+    the population table's size."""
 
     attributes: list[Attribute]
     n: int
@@ -225,6 +237,7 @@ class EncodedData:
     row_class: IntArray
     sensitive_codes: dict[str, IntArray]
     sensitive_labels: dict[str, list[str]]
+    population_rows: int | None = None
 
     @classmethod
     def build(
@@ -234,13 +247,18 @@ class EncodedData:
         sensitive: Sequence[str] = (),
         sensitive_hierarchies: dict[str, Hierarchy] | None = None,
         track_first: bool = False,
+        subset: BoolArray | None = None,
         linked: Mapping[str, IntArray] | None = None,
     ) -> EncodedData:
         """Encode ``data``; ``track_first``: remember each class's first input row (ARX orders
-        classes of equal size by it when a dataset criterion suppresses some); ``linked``: per
-        earlier release, each input row's class in it (-1: not in it), counted per class so
-        that the joint classes roll up with the table."""
-        n = len(data)
+        classes of equal size by it when a dataset criterion suppresses some); ``subset``: the
+        rows of ``data`` (then the population table) that form the research subset;
+        ``linked``: per earlier release, each input row's class in it (-1: not in it), counted
+        per class (only the subset's rows, with a subset) so that the joint classes roll up
+        with the table."""
+        rows = len(data)
+        in_subset = None if subset is None else np.asarray(subset, dtype=bool)
+        n = rows if in_subset is None else int(in_subset.sum())
         attributes: list[Attribute] = []
         row_codes: list[CodeArray] = []
         for name, hierarchy in hierarchies.items():
@@ -253,7 +271,9 @@ class EncodedData:
             for level in range(hierarchy.height):
                 by_label = hierarchy.domain_shares(level)
                 shares.append(np.array([by_label[lab] for lab in labels[level]]))
-            frequency = np.bincount(codes, minlength=len(values)).astype(np.int64)
+            frequency = np.bincount(
+                codes if in_subset is None else codes[in_subset], minlength=len(values)
+            ).astype(np.int64)
             attributes.append(
                 Attribute(
                     name, hierarchy, [g.astype(np.int32) for g in gen], labels, shares, frequency
@@ -263,7 +283,13 @@ class EncodedData:
             row_codes.append(codes.astype(np.int32))
         cards = [a.cardinality(0) for a in attributes]
         row_class, m, base_codes = _group(row_codes, cards)
+        population = None
         counts = np.bincount(row_class, minlength=m).astype(np.int64)
+        if in_subset is not None:
+            population = counts
+            counts = np.bincount(row_class[in_subset], minlength=m).astype(np.int64)
+        # Sensitive values are counted (and their distribution taken) in the released rows.
+        released_class = row_class if in_subset is None else row_class[in_subset]
         if base_codes is None:
             base_codes = np.empty((m, len(attributes)), dtype=np.int32)
             for i, column in enumerate(row_codes):
@@ -274,6 +300,8 @@ class EncodedData:
         for name in sensitive:
             codes, uniques = pd.factorize(data[name], sort=False)
             codes = codes.astype(np.int64)
+            if in_subset is not None:
+                codes = codes[in_subset]
             h = (sensitive_hierarchies or {}).get(name)
             if h is not None:
                 (h if h.attribute else h.with_attribute(name)).validate_against(
@@ -283,20 +311,37 @@ class EncodedData:
             sens_codes[name] = codes
             sens_labels[name] = labels_s
             sens_counts[name] = SensitiveCounts.from_codes(
-                row_class, codes, n_groups=m, n_values=len(labels_s)
+                released_class, codes, n_groups=m, n_values=len(labels_s)
             )
         first = None
         if track_first:
-            _, first = np.unique(row_class, return_index=True)
-            first = first.astype(np.int64)
+            # The first (released) row of each class; a class without one comes last.
+            positions = np.arange(rows) if in_subset is None else np.flatnonzero(in_subset)
+            first = np.full(m, np.iinfo(np.int64).max, dtype=np.int64)
+            classes, at = np.unique(released_class, return_index=True)
+            first[classes] = positions[at]
         linked_counts = {
-            name: _linked_counts(name, np.asarray(membership), row_class, m, n)
+            name: _linked_counts(name, np.asarray(membership), row_class, m, in_subset)
             for name, membership in (linked or {}).items()
         }
         base = Table(
-            tuple([0] * len(attributes)), base_codes, counts, sens_counts, first, linked_counts
+            tuple([0] * len(attributes)),
+            base_codes,
+            counts,
+            sens_counts,
+            first,
+            population=population,
+            linked=linked_counts,
         )
-        return cls(attributes, n, base, row_class.astype(np.int64), sens_codes, sens_labels)
+        return cls(
+            attributes,
+            n,
+            base,
+            row_class.astype(np.int64),
+            sens_codes,
+            sens_labels,
+            None if in_subset is None else rows,
+        )
 
     def data_context(
         self,
@@ -310,6 +355,7 @@ class EncodedData:
             self.sensitive_labels,
             sensitive_hierarchies,
             population_size,
+            self.population_rows,
         )
 
     # ------------------------------------------------------------------------------ roll-up
@@ -340,6 +386,10 @@ class EncodedData:
             for i, col in enumerate(cols):
                 codes[inverse, i] = col
         counts = np.bincount(inverse, weights=table.counts, minlength=g).astype(np.int64)
+        population = None
+        if table.population is not None:
+            population = np.bincount(inverse, weights=table.population, minlength=g)
+            population = population.astype(np.int64)
         sensitive = (
             {k: s.regroup(inverse, g) for k, s in table.sensitive.items()} if with_sensitive else {}
         )
@@ -351,7 +401,8 @@ class EncodedData:
         # carry them (only searches that protect earlier releases).
         linked = {k: s.regroup(inverse, g) for k, s in table.linked.items()}
         levels_out = tuple(int(v) for v in levels)
-        return Table(levels_out, codes, counts, sensitive, first, linked), inverse
+        rolled = Table(levels_out, codes, counts, sensitive, first, population, linked)
+        return rolled, inverse
 
     def tie_order(self, table: Table) -> Callable[[IntArray, int], IntArray]:
         """ARX's order of classes of equal size when a dataset criterion suppresses some:
@@ -547,6 +598,7 @@ class _Searcher:
             return False, judged.suppressed, np.inf
         loss = metrics.loss(self.enc.loss_vector(table, judged.fails))
         kept = table.counts[~judged.fails]
+        kept = kept[kept > 0]  # a research subset's population has classes it does not release
         highest = 1.0 / float(kept.min()) if len(kept) else 0.0
         self.candidates.append((node, float(loss), highest, judged.suppressed))
         if len(self.candidates) > CANDIDATE_LIMIT:

@@ -7,7 +7,9 @@ SHA-256 of the input file and its row count, the quasi-identifiers with their hi
 its ARX text), the sensitive attributes and identifiers, the privacy model with its
 suppression limit, the algorithm, the levels applied, the seed of the rows' order, the
 released columns and, for a release that protected earlier ones, their records too (their
-classes decided which of its rows were suppressed).
+classes decided which of its rows were suppressed). A release of a research subset records
+the subset's file with its SHA-256 (:class:`SubsetSource`); such a release is not re-applied
+(the command line does not judge research subsets together with earlier releases).
 
 :meth:`Reproduction.membership` re-applies the release to its input: each input row's class
 in it, or :data:`.cross_release.NOT_IN`. A different input, or a hierarchy file that changed,
@@ -36,6 +38,7 @@ __all__ = [
     "REPORT_KEY",
     "HierarchySource",
     "Reproduction",
+    "SubsetSource",
     "file_sha256",
     "hierarchy_sha256",
     "record",
@@ -103,6 +106,28 @@ class HierarchySource:
         return Hierarchy.from_arx_csv(path, attribute=self.column)
 
 
+@dataclass(frozen=True)
+class SubsetSource:
+    """The file a research subset was read from (absolute path) and the SHA-256 of its bytes."""
+
+    path: str
+    sha256: str
+
+    def as_dict(self) -> dict[str, Any]:
+        return {"file": self.path, "sha256": self.sha256}
+
+    @classmethod
+    def from_dict(cls, raw: Any) -> SubsetSource:
+        if not isinstance(raw, Mapping):
+            raise EngineError("The reproduction record's research subset is not an object.")
+        path, sha = raw.get("file"), raw.get("sha256")
+        if not isinstance(path, str) or not isinstance(sha, str):
+            raise EngineError(
+                "The research subset of the reproduction record lacks its file or SHA-256."
+            )
+        return cls(path, sha)
+
+
 def _strings(raw: Any, what: str) -> list[str]:
     if not isinstance(raw, list) or not all(isinstance(v, str) for v in raw):
         raise EngineError(f"The reproduction record's {what} is not a list of column names.")
@@ -126,6 +151,7 @@ class Reproduction:
     sensitive_hierarchies: list[HierarchySource] = field(default_factory=list)
     identifiers: list[str] = field(default_factory=list)
     earlier: list[Reproduction] = field(default_factory=list)
+    research_subset: SubsetSource | None = None
 
     @property
     def suppression_limit(self) -> float:
@@ -150,6 +176,9 @@ class Reproduction:
             "columns": list(self.columns),
             "rows_out": self.rows_out,
             "earlier": [e.as_dict() for e in self.earlier],
+            "research_subset": None
+            if self.research_subset is None
+            else self.research_subset.as_dict(),
         }
 
     @classmethod
@@ -159,6 +188,7 @@ class Reproduction:
             raise EngineError("The reproduction record is not an object.")
         try:
             levels = raw.get("levels")
+            subset = raw.get("research_subset")
             return cls(
                 input_sha256=str(raw["input_sha256"]),
                 input_rows=int(raw["input_rows"]),
@@ -175,6 +205,7 @@ class Reproduction:
                 ],
                 identifiers=_strings(raw.get("identifiers", []), "identifiers"),
                 earlier=[cls.from_dict(e) for e in raw.get("earlier", [])],
+                research_subset=None if subset is None else SubsetSource.from_dict(subset),
             )
         except KeyError as exc:
             raise EngineError(f"The reproduction record lacks {exc.args[0]!r}.") from None
@@ -212,7 +243,13 @@ class Reproduction:
 
     def config(self, data: pd.DataFrame, where: str) -> AnonymizationConfig:
         """The configuration that makes the release of ``data`` again (its earlier releases'
-        classes re-applied when it protected them)."""
+        classes re-applied when it protected them). A release of a research subset is refused:
+        re-applied without its subset it would release other rows."""
+        if self.research_subset is not None:
+            raise EngineError(
+                f"{where} released a research subset ({self.research_subset.path}); releases "
+                "of research subsets are not judged together with others."
+            )
         for column in [h.column for h in self.quasi_identifiers] + self.sensitive:
             if column not in data.columns:
                 raise EngineError(f"{where}: column {column!r} is not in the input.")
@@ -261,9 +298,19 @@ def record(
     columns: Sequence[str],
     rows_out: int,
     earlier: Sequence[Reproduction] = (),
+    research_subset_file: str | None = None,
 ) -> Reproduction:
     """The record of a release made with ``config``; ``hierarchy_files``: per column with a
-    hierarchy, the file it was read from (None: built from the data)."""
+    hierarchy, the file it was read from (None: built from the data); ``research_subset_file``:
+    the file of ``config.research_subset`` (required with one: the record names what was
+    released)."""
+    subset = None
+    if config.research_subset is not None:
+        if research_subset_file is None:
+            raise EngineError("The record of a research subset's release needs the subset's file.")
+        subset = SubsetSource(
+            str(Path(research_subset_file).resolve()), file_sha256(research_subset_file)
+        )
 
     def source(column: str, hierarchy: Hierarchy) -> HierarchySource:
         path = hierarchy_files.get(column)
@@ -285,4 +332,5 @@ def record(
         sensitive_hierarchies=[source(s, h) for s, h in config.sensitive_hierarchies.items()],
         identifiers=list(config.identifiers),
         earlier=list(earlier),
+        research_subset=subset,
     )

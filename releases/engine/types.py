@@ -19,6 +19,7 @@ from .criteria import PrivacyModel
 from .errors import EngineError, HierarchyError
 from .hierarchy import Hierarchy
 from .risk import PopulationModel, RiskSummary
+from .subset import ResearchSubset
 
 __all__ = [
     "SUPPRESSED_VALUE",
@@ -30,6 +31,7 @@ __all__ = [
     "PopulationModel",
     "PrivacyModel",
     "ProgressCallback",
+    "ResearchSubset",
     "RiskSummary",
 ]
 
@@ -64,9 +66,14 @@ class AnonymizationConfig:
     #: Apply these levels (per quasi-identifier; the others are searched) instead of the
     #: optimum, e.g. a candidate of an earlier run. The optimum is still searched, to compare.
     levels: dict[str, int] | None = None
+    #: The released rows as a subset of the input, which is then the population table (for
+    #: k-map counted in the population and δ-presence). Only these rows are released; the
+    #: suppression limit, the suppressed rows, the classes and the metrics refer to them.
+    research_subset: ResearchSubset | None = None
     #: Earlier releases of the same rows, by name: each input row's class in that release
     #: (-1 when the release left it out; see :mod:`.cross_release`). Used by the model
-    #: :class:`.criteria.EarlierReleases` (every joint class with each of them holds k rows).
+    #: :class:`.criteria.EarlierReleases` (every joint class with each of them holds k rows;
+    #: with a research subset, only the subset's rows are counted).
     earlier_releases: dict[str, IntArray] = field(default_factory=dict)
 
 
@@ -138,6 +145,9 @@ class AnonymizationResult:
     #: Sizes of the input's equivalence classes on the quasi-identifiers (what the risk
     #: before release is measured on), for the class-size chart's "before".
     class_sizes_before: IntArray | None = None
+    #: With a research subset: the rows of the population table (``rows_in`` counts the
+    #: subset's rows, which alone are released).
+    population_rows: int | None = None
 
     def report(self) -> dict[str, Any]:
         """A JSON-serialisable summary (the command line's ``--report`` and the stored summary)."""
@@ -147,6 +157,7 @@ class AnonymizationResult:
             "levels": self.levels,
             "heights": self.heights,
             "rows_in": self.rows_in,
+            "population_rows": self.population_rows,
             "rows_out": self.rows_out,
             "suppressed": self.suppressed,
             "classes": int(len(self.classes)),

@@ -75,6 +75,8 @@ def test_every_model_is_registered_with_its_parameters():
         "highest-risk",
         "average-risk",
         "population-uniqueness",
+        "k-map",
+        "delta-presence",
     ]
     flags = [p.flag for kind in REGISTRY.values() for p in kind.params] + [
         p.flag for p in POPULATION_PARAMS

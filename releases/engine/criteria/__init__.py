@@ -13,9 +13,10 @@ The package, bottom to top:
   and :class:`Criterion`, the protocol every model implements;
 * one module per model: :mod:`.k_anonymity`, :mod:`.l_diversity` (distinct, entropy and
   recursive), :mod:`.t_closeness`, :mod:`.delta_disclosure`, :mod:`.beta_likeness`,
-  :mod:`.highest_risk`, :mod:`.average_risk`, :mod:`.population_uniqueness`, and
-  :mod:`.earlier_releases` (every joint class with each earlier extract holds k records; it
-  needs the earlier releases' classes, so it is listed in :data:`LINKED`, not offered);
+  :mod:`.highest_risk`, :mod:`.average_risk`, :mod:`.population_uniqueness`,
+  :mod:`.k_map`, :mod:`.delta_presence`, and :mod:`.earlier_releases` (every joint class with
+  each earlier extract holds k records; it needs the earlier releases' classes, so it is
+  listed in :data:`LINKED`, not offered);
 * :mod:`.registry`: :data:`REGISTRY`, every model by name (adding a model is adding its module,
   its tests and its line there);
 * :mod:`.model`: :class:`PrivacyModel` (the criteria of a release, the suppression limit and
@@ -58,6 +59,15 @@ Interface for the web layer
   "optimum"}``; re-running with ``AnonymizationConfig(levels=candidate["levels"])`` applies
   one (``report["levels_fixed"]`` is then true and ``report["optimum"]`` still names the
   optimum, to compare).
+* Research subsets: ``c.uses_research_subset`` is "required" (δ-presence: the request needs
+  the population table and the released rows), "optional" (k-map: counted in the population
+  table when one is given, else estimated from ``POPULATION_PARAMS``) or "". The engine takes
+  the population as its input and ``AnonymizationConfig(research_subset=...)``
+  (:class:`..subset.ResearchSubset`, ``ResearchSubset.match(population, released)`` pairs rows
+  by content); ``c.data_problem(DataContext(n, population_size=..., population_rows=...))``
+  says, before a run, why a model cannot judge such an input. The classes table then has
+  ``population`` (people of the population table per class) and, with δ-presence,
+  ``presence``; ``report["population_rows"]`` is the population table's size.
 * Risk: ``report["risk_before"]`` / ``["risk_after"]`` keep the prosecutor figures at the top
   (``highest``, ``average``, ``records_at_risk``, ``sample_uniques``) and add ``journalist``,
   ``marketer`` and, with a population model, ``population`` (each estimator's share of
@@ -68,9 +78,11 @@ from .average_risk import AverageRisk
 from .base import BORDERLINE_SHARE, Check, Classes, Criterion, DataContext, ParamSpec
 from .beta_likeness import BetaLikeness
 from .delta_disclosure import DeltaDisclosure
+from .delta_presence import DeltaPresence
 from .earlier_releases import EarlierReleases
 from .highest_risk import HighestRisk, size_threshold
 from .k_anonymity import KAnonymity
+from .k_map import KMap
 from .l_diversity import LDiversity
 from .model import POPULATION_PARAMS, Evaluation, PrivacyModel, checks
 from .population_uniqueness import PopulationUniqueness
@@ -89,10 +101,12 @@ __all__ = [
     "Criterion",
     "DataContext",
     "DeltaDisclosure",
+    "DeltaPresence",
     "EarlierReleases",
     "Evaluation",
     "HighestRisk",
     "KAnonymity",
+    "KMap",
     "LDiversity",
     "ParamSpec",
     "PopulationUniqueness",

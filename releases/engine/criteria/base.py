@@ -73,6 +73,9 @@ class ParamSpec:
     choices: tuple[tuple[str, str], ...] = ()
     flag: str | None = None
     metavar: str | None = None
+    #: On the command line, this option may also carry the value of the parameter named here
+    #: after a comma (``--delta-presence 0.05,0.5``).
+    pair: str | None = None
 
     def key(self, model: str) -> str:
         """The form field / flat key of this parameter of ``model``."""
@@ -155,24 +158,32 @@ class Classes:
 
     ``linked``: per earlier release (by name), sparse counts of the earlier release's classes
     within each class, its "value" being the earlier class (the last code: not in that
-    release). Each cell is a joint class of the two releases (see :mod:`.earlier_releases`)."""
+    release). Each cell is a joint class of the two releases (see :mod:`.earlier_releases`).
+
+    With a research subset (:class:`..subset.ResearchSubset`), ``sizes`` (and ``linked``)
+    count the class's rows in the subset (what is released) and ``population`` its rows in the
+    population table; a class of the population may then hold no row of the subset (size 0)."""
 
     sizes: IntArray
     sensitive: Mapping[str, SensitiveCounts] = field(default_factory=dict)
     linked: Mapping[str, SensitiveCounts] = field(default_factory=dict)
+    population: IntArray | None = None
 
     def subset(self, keep: BoolArray) -> Classes:
         return Classes(
             self.sizes[keep],
             {name: sc.subset(keep) for name, sc in self.sensitive.items()},
             {name: sc.subset(keep) for name, sc in self.linked.items()},
+            None if self.population is None else self.population[keep],
         )
 
 
 class DataContext:
     """What criteria need to know about the whole input: its size, the sensitive attributes
-    (integer codes of every input row, labels, optional hierarchies) and the population size.
-    Distributions and t-closeness contexts are computed once, on demand."""
+    (integer codes of every input row, labels, optional hierarchies), the population size and,
+    with a research subset, the rows of the population table (``population_rows``; ``n`` is
+    then the subset's size). Distributions and t-closeness contexts are computed once, on
+    demand."""
 
     def __init__(
         self,
@@ -181,14 +192,21 @@ class DataContext:
         sensitive_labels: Mapping[str, Sequence[str]] | None = None,
         sensitive_hierarchies: Mapping[str, Hierarchy] | None = None,
         population_size: int | None = None,
+        population_rows: int | None = None,
     ) -> None:
         self.n = int(n)
         self.codes = dict(sensitive_codes or {})
         self.labels = {k: list(v) for k, v in (sensitive_labels or {}).items()}
         self.hierarchies = dict(sensitive_hierarchies or {})
         self.population_size = population_size
+        self.population_rows = population_rows
         self._q: dict[str, FloatArray] = {}
         self._t: dict[tuple[str, str], TContext] = {}
+
+    @property
+    def research_subset(self) -> bool:
+        """Whether the release is a research subset of a population table."""
+        return self.population_rows is not None
 
     @property
     def sensitive(self) -> list[str]:
@@ -235,6 +253,13 @@ class Criterion:
     needs_population: ClassVar[bool] = False
     #: Whether Mondrian (local recoding) can enforce the model.
     local_recoding: ClassVar[bool] = True
+    #: The research subset: "required" (the model compares the release with the population
+    #: table), "optional" (used when given), "" (not used).
+    uses_research_subset: ClassVar[Literal["", "optional", "required"]] = ""
+    #: Whether a class of the population without any released row can fail the model. Such a
+    #: class cannot be suppressed, so the transformation is then invalid (ARX's δ-presence);
+    #: for other models these classes are ignored.
+    judges_absent_classes: ClassVar[bool] = False
 
     def __init__(self, **values: Any) -> None:
         unknown = set(values) - {p.name for p in self.params}
@@ -298,6 +323,11 @@ class Criterion:
     def requires_hierarchy(self) -> bool:
         """Whether every sensitive attribute needs a hierarchy."""
         return False
+
+    def data_problem(self, data: DataContext) -> str | None:
+        """A sentence saying why the model cannot judge this input (e.g. it needs a research
+        subset that is not given), or None."""
+        return None
 
     # --- per-class criteria
     def class_fails(self, classes: Classes, data: DataContext) -> BoolArray:

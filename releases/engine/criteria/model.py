@@ -353,13 +353,29 @@ class PrivacyModel:
         tie_order: Callable[[IntArray, int], IntArray] | None = None,
         excluded: BoolArray | None = None,
     ) -> Evaluation:
-        """Which classes to suppress (see the module docstring). ``limit_rows``: the
-        suppression limit in rows (None: no limit, and no early stop); ``tie_order(index, count)``: the
-        ``count`` classes of ``index`` (all of one size) a dataset criterion suppresses first
-        (default: as numbered);
-        ``excluded``: classes that dataset criteria ignore (fully generalized ones)."""
+        """Which classes to suppress (see the module docstring); with a research subset,
+        classes without a released row are never suppressed, and a model that such a class
+        fails (:attr:`Criterion.judges_absent_classes`) makes the transformation invalid.
+        ``limit_rows``: the suppression limit in rows (None: no limit, and no early stop);
+        ``tie_order(index, count)``: the ``count`` classes of ``index`` (all of one size) a
+        dataset criterion suppresses first (default: as numbered); ``excluded``: classes that
+        dataset criteria ignore (fully generalized ones)."""
         sizes = classes.sizes
-        fails = self.class_fails(classes, data)
+        fails = np.zeros(len(sizes), dtype=bool)
+        blocked = False
+        absent = sizes == 0 if classes.population is not None else None
+        for criterion in self.class_criteria:
+            failing = criterion.class_fails(classes, data)
+            if absent is not None and criterion.judges_absent_classes:
+                blocked = blocked or bool(failing[absent].any())
+            fails |= failing
+        if absent is not None and absent.any():
+            # Classes of the population without a released row: nothing to suppress there,
+            # and no part in dataset criteria.
+            fails &= ~absent
+            excluded = absent if excluded is None else excluded | absent
+        if blocked:
+            return Evaluation(fails, int(sizes[fails].sum()), False)
         dataset = self.dataset_criteria
         if dataset:
             keep = ~fails if excluded is None else ~fails & ~excluded

@@ -17,9 +17,11 @@ from .average_risk import AverageRisk
 from .base import Criterion
 from .beta_likeness import BetaLikeness
 from .delta_disclosure import DeltaDisclosure
+from .delta_presence import DeltaPresence
 from .earlier_releases import EarlierReleases
 from .highest_risk import HighestRisk
 from .k_anonymity import KAnonymity
+from .k_map import KMap
 from .l_diversity import LDiversity
 from .population_uniqueness import PopulationUniqueness
 from .t_closeness import TCloseness
@@ -44,6 +46,8 @@ REGISTRY: dict[str, type[Criterion]] = _by_name(
     HighestRisk,
     AverageRisk,
     PopulationUniqueness,
+    KMap,
+    DeltaPresence,
 )
 
 #: Models built from the data of earlier releases, by name (not offered in forms or options).
