@@ -24,6 +24,7 @@ from pycanon import anonymity
 from releases.core import storage
 from releases.core.errors import InvalidInput
 from releases.engine import Hierarchy
+from releases.engine.criteria.k_map import derived_k
 from releases.models import AuditEvent, DatasetColumn, ReleaseRequest, Role
 from releases.requests import services as release
 from releases.review import report as report_service
@@ -808,3 +809,48 @@ def test_the_migration_converts_old_style_requests_and_back():
     executor = MigrationExecutor(connection)
     executor.loader.build_graph()
     executor.migrate(executor.loader.graph.leaf_nodes())
+
+
+# ------------------------------------------------- models that need a population (k-map, δ-presence)
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            form({"delta-presence": {"dmin": "0", "dmax": "0.5"}}),
+            "δ-presence needs a research subset: the population table with the released rows "
+            "marked. A request made here cannot attach one yet",
+        ),
+        (
+            form({"k-map": {"k": "20"}}),
+            "A k-map request made here needs the population size or the sampling fraction",
+        ),
+    ],
+)
+def test_a_model_that_needs_a_research_subset_is_refused_on_the_form_with_the_reason(
+    client, steward, people, data, message
+):
+    client.force_login(steward)
+    response = client.post(reverse("releases:request_create", args=[people.pk]), data)
+    assert response.status_code == 400
+    assert message in response.content.decode()
+    assert not ReleaseRequest.objects.exists()
+
+
+def test_k_map_estimated_from_the_population_size_releases_classes_of_the_derived_size(
+    client, steward, people, original
+):
+    done = post_request(
+        client,
+        steward,
+        people,
+        form({"k-map": {"k": "50", "significance": "0.01"}}, population_size="60000"),
+    )
+    smallest, _error = derived_k(50, 0.01, ROWS, 60000, "poisson")
+    assert smallest > 1  # the estimate asks more than k-anonymity with k=1
+    extract = extract_of(done)
+    sizes = extract.groupby(QIS).size()
+    assert sizes.min() >= smallest
+    # Every released row is one of the people's rows, with its quasi-identifiers generalized.
+    assert len(extract) + done.summary["suppressed"] == len(original)

@@ -151,6 +151,10 @@ class ModelForm(forms.Form):
             except EngineError as exc:
                 self.add_error(main.key(name), str(exc))
                 continue
+            problem = _web_input_problem(kind, data)
+            if problem:
+                self.add_error(main.key(name), problem)
+                continue
             chosen.update({spec.key(name): values[spec.name] for spec in kind.params})
         for spec in POPULATION_PARAMS:
             try:
@@ -201,6 +205,26 @@ class ModelForm(forms.Form):
     @classmethod
     def initial_from(cls, release_request: ReleaseRequest) -> dict:
         return cls.initial_for(ReleaseParameters.of(release_request))
+
+
+def _web_input_problem(kind, data: dict) -> str | None:
+    """Why ``kind`` cannot judge a request made on these pages: a research subset (the
+    population table with the released rows marked) is taken by the command line only."""
+    if kind.uses_research_subset == "required":
+        return (
+            f"{kind.label} needs a research subset: the population table with the released "
+            "rows marked. A request made here cannot attach one yet; the command line can "
+            "(python manage.py anonymize --research-subset FILE)."
+        )
+    if kind.uses_research_subset == "optional" and not any(
+        data.get(spec.name) is not None for spec in POPULATION_PARAMS
+    ):
+        return (
+            f"A {kind.label} request made here needs the population size or the sampling "
+            "fraction to estimate the population from (a research subset can be given on the "
+            "command line only)."
+        )
+    return None
 
 
 class JustificationsMixin:
