@@ -13,6 +13,7 @@ asks for a request's kind (:func:`of`) instead of testing ``release_request.kind
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from typing import Any
 
 from releases.engine import Check
@@ -37,7 +38,7 @@ def checklist_item(key: str, title: str, status: str, reason: str) -> dict:
     return {"key": key, "item": title, "status": status, "reason": reason}
 
 
-class RequestKind:
+class RequestKind(ABC):
     """What a kind of request supplies; the base gives what most kinds share."""
 
     #: ``ReleaseRequest.Kind`` value.
@@ -45,13 +46,15 @@ class RequestKind:
     #: The Celery task (by name) that runs a round of this kind.
     task: str = ""
 
+    @abstractmethod
     def run(self, request_id: int) -> None:
         """Run a queued round (the worker's body)."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def checks(self, release_request: ReleaseRequest) -> list[Check]:
         """What the round's stored result must satisfy before it can be approved."""
-        raise NotImplementedError
+        ...
 
     def checks_for(self, user, release_request: ReleaseRequest) -> list[Check]:
         """The checks as ``user`` may see them (``None``: a report that travels)."""
@@ -66,22 +69,25 @@ class RequestKind:
         """Fields the release report names first (after its version)."""
         return {}
 
+    @abstractmethod
     def report_body(
         self, release_request: ReleaseRequest, audience: str, files: list[dict]
     ) -> dict[str, Any]:
         """The report's ``dataset`` and ``extract`` sections and the kind's own sections, in
         their order; ``files``: the round's files as the report lists them."""
-        raise NotImplementedError
+        ...
 
+    @abstractmethod
     def compliance(
         self, release_request: ReleaseRequest, files: list[ReleaseFile], approvals: list[Review]
     ) -> list[dict]:
         """The compliance checklist (``checklist_item``), each item from facts the app holds."""
-        raise NotImplementedError
+        ...
 
     def add_reviewer_detail(self, report: dict, release_request: ReleaseRequest) -> None:
         """What only officers and the requester see, before the checks (computed on the
-        original)."""
+        original); nothing by default."""
+        return None
 
     def reviewer_tail(self, release_request: ReleaseRequest) -> dict:
         """What only officers and the requester see, after the reviews and recipients."""
