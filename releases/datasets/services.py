@@ -22,7 +22,7 @@ from django.http import Http404
 from releases.background import outbox
 from releases.core import audit, roles, storage
 from releases.core.errors import InvalidInput
-from releases.datasets import column_store, hierarchies, risk
+from releases.datasets import column_store, hierarchies, risk, rules
 from releases.datasets.profiles import column_profile
 from releases.datasets.selectors import (
     PROFILE_TASK,
@@ -126,7 +126,7 @@ def create_dataset(user, uploaded: UploadedFile, name: str = "", sheet: str = ""
                 size_bytes=size,
                 file_format=file_format,
                 sheet_name=(sheet or "").strip() if file_format == tabular.XLSX else "",
-                status=Dataset.Status.PENDING,
+                status=rules.UPLOADED,
                 stage="Waiting for a worker",
             )
             audit.record(

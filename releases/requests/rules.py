@@ -1,4 +1,5 @@
-"""The release request's lifecycle: one transition table, and who may do what.
+"""The release request's lifecycle: one transition table, and who may do what; and the table of
+a reproduction's states.
 
 ``TRANSITIONS`` maps (state, action) to the next state and to who may act. Every action has a
 pair of functions made from the table and the action's conditions:
@@ -27,6 +28,7 @@ from dataclasses import dataclass
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
+from releases.background.rules import SYSTEM, Table, Transition
 from releases.core import roles
 from releases.core.errors import InvalidInput
 from releases.models import ReleaseRequest, Reproduction, Review, TermsAcceptance
@@ -37,7 +39,6 @@ Kind = ReleaseRequest.Kind
 
 # --- Who ---------------------------------------------------------------------------------------
 
-SYSTEM = "system"
 REQUESTER = "requester"
 REQUESTER_OR_OFFICER = "requester or officer"
 REVIEWER = "reviewer"
@@ -88,14 +89,6 @@ def _who_refuses(who: str, user, release_request: ReleaseRequest, action: Action
 
 
 # --- The table ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Transition:
-    #: The state after the action; ``None``: the action does not change the state.
-    target: str | None
-    who: str
-    label: str
 
 
 TRANSITIONS: dict[tuple[str, str], Transition] = {
@@ -180,8 +173,7 @@ def _past_expiry(user, release_request: ReleaseRequest) -> str:
 
 def _no_reproduction_under_way(user, release_request: ReleaseRequest) -> str:
     busy = release_request.reproductions.filter(
-        round=release_request.round,
-        state__in=[Reproduction.State.QUEUED, Reproduction.State.RUNNING],
+        round=release_request.round, state__in=REPRODUCTION_UNDER_WAY
     ).exists()
     if busy:
         return "A reproduction of this round is under way."
@@ -315,17 +307,23 @@ DECISION_ACTIONS = {
 }
 
 
-def sources(action: str) -> list[str]:
-    """The states from which ``action`` is possible."""
-    return [state for (state, name) in TRANSITIONS if name == action]
+TABLE = Table(TRANSITIONS)
+sources = TABLE.sources
+target = TABLE.target
+_who = TABLE.who
+
+#: A round the worker has yet to finish (queued, or running): the page polls it.
+RUN_UNDER_WAY = frozenset({*sources("start_run"), *sources("finish_run")})
+#: A round that ended without a release (its run failed, it was rejected or cancelled).
+ENDED_UNRELEASED = TABLE.targets("fail_run", "reject", "cancel")
 
 
-def target(state: str, action: str) -> str | None:
-    return TRANSITIONS[(state, action)].target
+def run_under_way(release_request: ReleaseRequest) -> bool:
+    return release_request.state in RUN_UNDER_WAY
 
 
-def _who(action: str) -> str:
-    return next(t.who for (_, name), t in TRANSITIONS.items() if name == action)
+def ended_unreleased(release_request: ReleaseRequest) -> bool:
+    return release_request.state in ENDED_UNRELEASED
 
 
 # --- Seeing a request ----------------------------------------------------------------------------
@@ -555,6 +553,24 @@ def buttons(user, release_request: ReleaseRequest) -> dict[str, Button]:
         refused = refusal(name, user, release_request)
         if refused is not None and refused[0] is not InvalidInput:
             continue  # not theirs to do: no button at all
-        label = next(t.label for (_, n), t in TRANSITIONS.items() if n == name)
+        label = TABLE.label(name)
         out[name] = Button(name, label, refused is None, refused[1] if refused else "")
     return out
+
+
+# --- A reproduction's states ---------------------------------------------------------------------
+
+RState = Reproduction.State
+
+#: A re-run of a round, by the worker (the sweeper's ``retry`` when its worker died).
+REPRODUCTION = Table(
+    {
+        (RState.QUEUED, "start"): Transition(RState.RUNNING, SYSTEM, "Start the re-run"),
+        (RState.RUNNING, "find_identical"): Transition(RState.IDENTICAL, SYSTEM, "Identical"),
+        (RState.RUNNING, "find_different"): Transition(RState.DIFFERENT, SYSTEM, "Different"),
+        (RState.RUNNING, "fail"): Transition(RState.FAILED, SYSTEM, "Fail the re-run"),
+        (RState.RUNNING, "retry"): Transition(RState.QUEUED, SYSTEM, "Retry the re-run"),
+    }
+)
+#: A reproduction not yet final: no second one of the round is asked for meanwhile.
+REPRODUCTION_UNDER_WAY = frozenset({*REPRODUCTION.sources("start"), *REPRODUCTION.sources("fail")})

@@ -32,7 +32,7 @@ from releases.models import (
     Role,
     TermsAcceptance,
 )
-from releases.requests import kinds
+from releases.requests import kinds, rules
 from releases.requests.checks import UNCHANGED_UNIQUE_ROWS_LIMIT
 
 State = ReleaseRequest.State
@@ -94,6 +94,15 @@ def current_approvals(release_request: ReleaseRequest) -> QuerySet[Review]:
         decision=Decision.APPROVE,
         package_sha256=release_request.package_sha256,
     ).select_related("reviewer")
+
+
+def status_flags(release_request: ReleaseRequest) -> dict[str, bool]:
+    """What the pages show of a request's state, from the lifecycle table (templates do not
+    re-derive it): its run is under way (the page polls it), or it ended without a release."""
+    return {
+        "run_under_way": rules.run_under_way(release_request),
+        "ended_unreleased": rules.ended_unreleased(release_request),
+    }
 
 
 def waiting_for_queue(release_request: ReleaseRequest) -> bool:

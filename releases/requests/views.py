@@ -76,7 +76,11 @@ def request_status(request: HttpRequest, request_id: int) -> HttpResponse:
     response = render(
         request,
         "releases/request_detail.html#status",
-        {"req": release_request, "waiting_for_queue": selectors.waiting_for_queue(release_request)},
+        {
+            "req": release_request,
+            "waiting_for_queue": selectors.waiting_for_queue(release_request),
+            **selectors.status_flags(release_request),
+        },
     )
     if release_request.is_settled and _is_htmx(request):
         # The run is over: reload the page once so the result appears; polling stops.

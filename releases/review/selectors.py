@@ -20,6 +20,7 @@ from releases.requests.selectors import (
     round_files,
     size_chart,
     smallest_class_allowed,
+    status_flags,
     terms_acceptance,
 )
 from releases.review import report
@@ -179,6 +180,7 @@ def request_page(user, release_request: ReleaseRequest, events_page=None) -> dic
     return {
         **kind.page(user, release_request),
         "req": release_request,
+        **status_flags(release_request),
         "summary": summary,
         "levels": quasi_identifier_levels(release_request, with_examples=True),
         "checks": kind.checks_for(user, release_request) if summary else [],

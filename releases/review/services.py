@@ -24,7 +24,6 @@ from django.utils import timezone
 from releases.background import outbox
 from releases.core import audit, storage
 from releases.core.errors import InvalidInput
-from releases.datasets import budget
 from releases.engine import Check
 from releases.models import AuditEvent, ReleaseRequest, Review
 from releases.requests import downloads, kinds, package, rules
@@ -98,7 +97,7 @@ def review(
                 release_request.decided_at = timezone.now()
                 release_request.save(update_fields=["state", "decided_at"])
                 if new_state == State.APPROVED:
-                    _record_in_ledger(release_request, user)
+                    kinds.of(release_request).on_approved(release_request, user)
             audit.record(
                 AuditEvent.Action.REVIEW,
                 user,
@@ -119,24 +118,6 @@ def review(
             raise InvalidInput("You have already reviewed this round.") from None
         raise
     return release_request
-
-
-def _record_in_ledger(release_request: ReleaseRequest, officer) -> None:
-    """An approved extract goes in its dataset's privacy ledger, outside the DP budget, so the
-    officers see row-level and differentially private releases of the dataset together."""
-    if release_request.kind != ReleaseRequest.Kind.EXTRACT:
-        return  # a statistics release is in the ledger already: its spend
-    budget.record_row_level_release(
-        release_request.dataset,
-        release_request.requested_by,
-        release_request=release_request,
-        detail={
-            "round": release_request.round,
-            "model": release_request.model_description,
-            "rows": (release_request.summary or {}).get("rows_out"),
-            "approved_by": officer.get_username(),
-        },
-    )
 
 
 def _voted_on_current_round(user, request_id: int) -> bool:

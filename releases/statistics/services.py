@@ -60,14 +60,6 @@ Format = ReleaseFile.Format
 TASK = "releases.run_statistics"
 
 
-def is_statistics(release_request: ReleaseRequest) -> bool:
-    return release_request.kind == STATISTICS
-
-
-def is_statistics_request(request_id: int) -> bool:
-    return ReleaseRequest.objects.filter(pk=request_id, kind=STATISTICS).exists()
-
-
 # --- Queries ---------------------------------------------------------------------------------
 
 
@@ -203,7 +195,7 @@ def resubmit(user, request_id: int, items: list[dict], response: str) -> Release
     with transaction.atomic():
         release_request = locked(request_id)
         rules.check_resubmit(user, release_request)
-        if not is_statistics(release_request):
+        if not release_request.is_statistics:
             raise InvalidInput("This request is an extract: resubmit it with a privacy model.")
         if not response:
             raise InvalidInput("Answer the reviewers' comments before resubmitting.")
