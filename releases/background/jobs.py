@@ -113,7 +113,7 @@ class Job:
         to do (gone, cancelled, already taken)."""
         now = timezone.now()
         with transaction.atomic():
-            taken = self.model.objects.filter(pk=self.pk, **self.claimable()).update(
+            taken = self.model._default_manager.filter(pk=self.pk, **self.claimable()).update(
                 **self.claiming(now),
                 heartbeat_at=now,
                 attempts=F("attempts") + 1,
@@ -122,14 +122,14 @@ class Job:
             if not taken:
                 logger.info("%s: nothing to do (gone, not waiting, or taken)", self)
                 return None
-            self.row = self.model.objects.select_related(*self.related).get(pk=self.pk)
+            self.row = self.model._default_manager.select_related(*self.related).get(pk=self.pk)
             self.claimed()
         return self.row
 
     def progress(self, stage: str, **fields: Any) -> None:
         """Report progress (and renew the lease) on condition that the row is still this
         worker's; :class:`Stopped` when it is not. ``WORK_PAUSE_AT`` may pause here (tests)."""
-        ours = self.model.objects.filter(pk=self.pk, **self.ours()).update(
+        ours = self.model._default_manager.filter(pk=self.pk, **self.ours()).update(
             stage=stage[:200], heartbeat_at=timezone.now(), **fields
         )
         if not ours:
@@ -147,7 +147,7 @@ class Job:
         if self.lease is not None:
             self.lease.stop()  # from here the conditional write decides: nothing interrupts it
         with transaction.atomic():
-            if not self.model.objects.filter(pk=self.pk, **self.ours()).update(**fields):
+            if not self.model._default_manager.filter(pk=self.pk, **self.ours()).update(**fields):
                 raise Stopped()
             self.finished()
 

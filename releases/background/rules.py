@@ -21,6 +21,12 @@ class Transition:
     label: str
 
 
+def _moved(target: str | None, action: str) -> str:
+    if target is None:
+        raise ValueError(f"{action!r} does not change the state.")
+    return target
+
+
 class Table:
     """A lifecycle table: (state, action) -> :class:`Transition`."""
 
@@ -34,14 +40,15 @@ class Table:
         """The states from which ``action`` is possible."""
         return [state for (state, name) in self.transitions if name == action]
 
-    def target(self, state: str, action: str) -> str | None:
-        return self.transitions[(state, action)].target
+    def target(self, state: str, action: str) -> str:
+        """The state ``action`` leads to from ``state`` (an action that changes it)."""
+        return _moved(self.transitions[(state, action)].target, action)
 
-    def target_of(self, action: str) -> str | None:
+    def target_of(self, action: str) -> str:
         """The one state ``action`` leads to from every state it leaves (for a conditional
         update whose row may be in any of them)."""
         (only,) = {t.target for (_, name), t in self.transitions.items() if name == action}
-        return only
+        return _moved(only, action)
 
     def targets(self, *actions: str) -> frozenset[str]:
         """The states the actions lead to."""

@@ -38,7 +38,7 @@ sources = TABLE.sources
 target = TABLE.target
 
 #: Why a dataset in this state cannot be used yet (or any more).
-_NOT_USABLE = {
+_NOT_USABLE: dict[str, str] = {
     Status.FAILED: "This dataset's file was refused; upload a corrected file.",
     Status.PENDING: "This dataset is still being profiled; wait until its columns are shown.",
     Status.PROFILING: "This dataset is still being profiled; wait until its columns are shown.",

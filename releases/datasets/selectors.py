@@ -104,14 +104,16 @@ def datasets_for(user) -> QuerySet[Dataset]:
 
 def decorate(column: DatasetColumn) -> DatasetColumn:
     """Attach what the column's rows show besides the model's fields."""
-    column.distinct_percent = round(100 * column.distinct_share, 1)
     share = column.unique_row_share
-    column.unique_row_percent = None if share is None else round(100 * share, 1)
     params = column.hierarchy_params or {}
-    column.widths_text = ", ".join(
-        str(int(w)) if float(w).is_integer() else str(w) for w in params.get("widths") or []
+    vars(column).update(
+        distinct_percent=round(100 * column.distinct_share, 1),
+        unique_row_percent=None if share is None else round(100 * share, 1),
+        widths_text=", ".join(
+            str(int(w)) if float(w).is_integer() else str(w) for w in params.get("widths") or []
+        ),
+        dayfirst=params.get("dayfirst", hierarchies.dayfirst_default(column)),
     )
-    column.dayfirst = params.get("dayfirst", hierarchies.dayfirst_default(column))
     return column
 
 
@@ -145,7 +147,7 @@ def unroled_columns(dataset) -> tuple[int, list]:
             )
         }
         for column in columns:
-            column.page_number = order[column.pk] // COLUMNS_PER_PAGE + 1
+            vars(column)["page_number"] = order[column.pk] // COLUMNS_PER_PAGE + 1
     return count, columns
 
 

@@ -114,6 +114,10 @@ class DatasetColumn(models.Model):
         MASKING = "masking", "Masking"
         CATEGORICAL = "categorical", "Categorical to *"
 
+    #: The warnings of a hierarchy file just attached (``datasets.services.set_hierarchy_file``
+    #: sets it on the column it returns); not stored.
+    hierarchy_warnings: list[str]
+
     dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="columns")
     position = models.PositiveIntegerField()
     name = models.CharField(max_length=255)

@@ -24,7 +24,7 @@ class ReleaseFile(models.Model):
     ORDER = (Format.CSV, Format.XLSX, Format.PARQUET)
     #: Every format a round's files may have: a statistics release's are CSV and JSON.
     LISTED = (*ORDER, Format.JSON)
-    CONTENT_TYPES = {
+    CONTENT_TYPES: dict[str, str] = {
         Format.JSON: "application/json; charset=utf-8",
         Format.CSV: "text/csv; charset=utf-8",
         Format.XLSX: "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",

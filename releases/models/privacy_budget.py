@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -16,8 +17,8 @@ from .requests import ReleaseRequest
 EPSILON_PLACES = 12
 #: δ is a small probability (1e-6 to 1e-12 in practice): 20 decimal places.
 DELTA_PLACES = 20
-EPSILON_FIELD = {"max_digits": EPSILON_PLACES + 6, "decimal_places": EPSILON_PLACES}
-DELTA_FIELD = {"max_digits": DELTA_PLACES + 1, "decimal_places": DELTA_PLACES}
+EPSILON_FIELD: dict[str, Any] = {"max_digits": EPSILON_PLACES + 6, "decimal_places": EPSILON_PLACES}
+DELTA_FIELD: dict[str, Any] = {"max_digits": DELTA_PLACES + 1, "decimal_places": DELTA_PLACES}
 
 
 class PrivacyBudget(models.Model):

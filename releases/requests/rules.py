@@ -1,15 +1,18 @@
 """The release request's lifecycle: one transition table, and who may do what; and the table of
 a reproduction's states.
 
-``TRANSITIONS`` maps (state, action) to the next state and to who may act. Every action has a
-pair of functions made from the table and the action's conditions:
+``TRANSITIONS`` maps (state, action) to the next state and to who may act. Every action is
+asked through two functions made from the table and the action's conditions:
 
-* ``can_<action>(user, request) -> bool`` for pages (and :func:`buttons`, which also gives
+* ``can(action, user, request) -> bool`` for pages (and :func:`buttons`, which also gives
   the reason a button is disabled);
-* ``check_<action>(user, request)`` for services, raising ``Http404`` when the request is out
+* ``check(action, user, request)`` for services, raising ``Http404`` when the request is out
   of the user's sight, ``PermissionDenied`` when the user may not do this, and
   ``InvalidInput`` when the request's state (or a condition, such as a vote already cast)
   stops it, each with a sentence for the person.
+
+``can_<action>`` / ``check_<action>`` name them for every action a person takes, and for
+those of the worker that the code asks by name.
 
 Services never re-derive these rules, and neither do views or templates. The worker's steps
 (``start_run``, ``finish_run``, ``fail_run``, ``retry_run``, ``expire``) are actions of the system: their
@@ -300,7 +303,7 @@ ACTIONS: dict[str, Action] = {
 }
 
 #: Review decisions are the actions of the same names.
-DECISION_ACTIONS = {
+DECISION_ACTIONS: dict[str, str] = {
     Review.Decision.APPROVE: "approve",
     Review.Decision.CHANGES: "request_changes",
     Review.Decision.REJECT: "reject",
@@ -402,16 +405,8 @@ def can_finish_run(user, release_request) -> bool:
     return can("finish_run", user, release_request)
 
 
-def check_finish_run(user, release_request) -> Transition:
-    return check("finish_run", user, release_request)
-
-
 def can_fail_run(user, release_request) -> bool:
     return can("fail_run", user, release_request)
-
-
-def check_fail_run(user, release_request) -> Transition:
-    return check("fail_run", user, release_request)
 
 
 def can_retry_run(user, release_request) -> bool:
@@ -476,14 +471,6 @@ def can_revoke(user, release_request) -> bool:
 
 def check_revoke(user, release_request) -> Transition:
     return check("revoke", user, release_request)
-
-
-def can_expire(user, release_request) -> bool:
-    return can("expire", user, release_request)
-
-
-def check_expire(user, release_request) -> Transition:
-    return check("expire", user, release_request)
 
 
 def can_accept_terms(user, release_request) -> bool:

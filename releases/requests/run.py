@@ -16,6 +16,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar, cast
 
 import numpy as np
 import pandas as pd
@@ -27,8 +28,15 @@ from releases.background import jobs, leases
 from releases.core import audit, figures, storage
 from releases.core.errors import InvalidInput
 from releases.datasets import services as datasets
-from releases.engine import AnonymizationConfig, EngineError, Hierarchy, anonymize
+from releases.engine import (
+    AnonymizationConfig,
+    AnonymizationResult,
+    EngineError,
+    Hierarchy,
+    anonymize,
+)
 from releases.engine.risk import class_sizes_of
+from releases.engine.types import Algorithm
 from releases.models import (
     UNCHANGED_ROLES,
     AuditEvent,
@@ -102,7 +110,7 @@ def engine_config(
         sensitive=list(snapshot["sensitive"]),
         identifiers=[c for c in snapshot["identifiers"] if c in frame.columns],
         sensitive_hierarchies=sensitive_hierarchies,
-        algorithm=params.algorithm,
+        algorithm=cast(Algorithm, params.algorithm),
         levels=params.levels,
     )
 
@@ -111,7 +119,7 @@ def engine_config(
 class BuiltRelease:
     """A round's result: the engine's, with the released rows in their shuffled order."""
 
-    result: object
+    result: AnonymizationResult
     config: AnonymizationConfig
     data: pd.DataFrame
     #: Per released row, its row in the input (an integer array).
@@ -119,7 +127,11 @@ class BuiltRelease:
 
 
 def build_release(
-    frame: pd.DataFrame, snapshot: dict, params: ReleaseParameters, seed: int, progress=None
+    frame: pd.DataFrame,
+    snapshot: dict,
+    params: ReleaseParameters,
+    seed: int | None,
+    progress=None,
 ) -> BuiltRelease:
     """Anonymize the released columns of ``frame`` and shuffle the rows with ``seed``."""
     released = frame[released_columns(snapshot, frame)]
@@ -228,7 +240,7 @@ def _store_classes(classes: list[EquivalenceClass]) -> None:
     quote = connection.ops.quote_name
     statement = "INSERT INTO {} ({}) VALUES ({})".format(
         quote(EquivalenceClass._meta.db_table),
-        ", ".join(quote(f.column) for f in fields),
+        ", ".join(quote(str(f.column)) for f in fields),
         ", ".join(["%s"] * len(fields)),
     )
     json_fields = {f.attname for f in fields if isinstance(f, models.JSONField)}
@@ -433,8 +445,8 @@ def value_counts_by_class(
     if missing or math.prod(cards) >= 2**62:  # not one integer per row: group the frame
         grouped = data.groupby(columns, sort=False, dropna=False, observed=True).size()
         out: dict[tuple[str, ...], dict[str, int]] = {}
-        for key, count in grouped.items():
-            *class_key, value = key
+        for group, count in grouped.items():
+            *class_key, value = cast(tuple, group)
             out.setdefault(tuple(str(k) for k in class_key), {})[str(value)] = int(count)
         return out
     key = np.zeros(len(data), dtype=np.int64)
@@ -536,7 +548,7 @@ class RequestRun(jobs.Job):
     model = ReleaseRequest
     running = State.RUNNING
     related = ("dataset",)
-    refusals = (EngineError, InvalidInput)
+    refusals: ClassVar[tuple[type[BaseException], ...]] = (EngineError, InvalidInput)
     #: The stage and progress the claim writes.
     first_stage = "Loading the dataset"
     first_progress = 0.02

@@ -7,6 +7,7 @@ for update inside the caller's transaction.
 from __future__ import annotations
 
 from pathlib import PurePath
+from typing import Any, cast
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
@@ -198,7 +199,8 @@ def classes_page(
         name, value = applied[0]
         stored = ((release_request.summary or {}).get("class_values") or {}).get(name) or []
         rows.known_count = next((c for v, c, _ in stored if v == value), None)
-    return Paginator(rows, CLASSES_PER_PAGE).get_page(page_number)
+    # Sliced and counted the way a paginator asks: a sequence to it.
+    return Paginator(cast(Any, rows), CLASSES_PER_PAGE).get_page(page_number)
 
 
 class KeysFirst:
@@ -218,7 +220,7 @@ class KeysFirst:
     def __len__(self) -> int:
         return self.count()
 
-    def __getitem__(self, page: slice) -> list:
+    def __getitem__(self, page: slice) -> list[Any]:
         ids = list(self.queryset.values_list("id", flat=True)[page])
         rows = self.queryset.model.objects.in_bulk(ids)
         return [rows[i] for i in ids]
@@ -231,7 +233,7 @@ def class_filter_fields(release_request: ReleaseRequest, filters: dict[str, str]
     summary = release_request.summary or {}
     stored = summary.get("class_values")
     distributions = summary.get("distributions") or {}
-    fields = []
+    fields: list[dict] = []
     for q in release_request.config.get("quasi_identifiers", []):
         name = q["name"]
         chosen = filters.get(name, "")

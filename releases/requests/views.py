@@ -7,6 +7,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import FileResponse, HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -166,7 +167,7 @@ def _refused(
 
 
 @require_GET
-def download_file(request: HttpRequest, request_id: int, fmt: str = "csv") -> HttpResponse:
+def download_file(request: HttpRequest, request_id: int, fmt: str = "csv") -> HttpResponseBase:
     if fmt not in ReleaseFile.Format.values:
         return HttpResponse(status=404)
     try:

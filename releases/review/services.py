@@ -75,7 +75,7 @@ def review(
                 )
             except ReleaseRequest.DoesNotExist:
                 raise Http404("No such release request.") from None
-            transition = rules.check(action, user, release_request)
+            rules.check(action, user, release_request)
             if decision != Decision.APPROVE and not comment:
                 raise InvalidInput("Give a comment when you request changes or reject.")
             if decision == Decision.APPROVE:
@@ -91,7 +91,7 @@ def review(
                 extract_sha256=release_request.extract_sha256,
                 package_sha256=release_request.package_sha256,
             )
-            new_state = _outcome(release_request, decision, transition)
+            new_state = _outcome(release_request, decision, action)
             if new_state != release_request.state:
                 release_request.state = new_state
                 release_request.decided_at = timezone.now()
@@ -147,9 +147,9 @@ def verify_package(release_request: ReleaseRequest) -> None:
         raise InvalidInput("The stored files no longer match the reviewed package.")
 
 
-def _outcome(release_request: ReleaseRequest, decision: str, transition) -> str:
+def _outcome(release_request: ReleaseRequest, decision: str, action: str) -> str:
     if decision != Decision.APPROVE:
-        return transition.target
+        return rules.target(release_request.state, action)
     # Only approvals of this round, of these exact bytes, count.
     approvals = release_request.reviews.filter(
         round=release_request.round,
@@ -157,7 +157,7 @@ def _outcome(release_request: ReleaseRequest, decision: str, transition) -> str:
         package_sha256=release_request.package_sha256,
     ).count()
     if approvals >= required_approvals():
-        return transition.target
+        return rules.target(release_request.state, action)
     return rules.PARTIAL_APPROVAL_TARGET
 
 

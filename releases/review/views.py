@@ -11,6 +11,7 @@ from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import FileResponse, HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -240,7 +241,7 @@ def report(request: HttpRequest, request_id: int) -> HttpResponse:
 
 
 @require_GET
-def download_report(request: HttpRequest, request_id: int) -> HttpResponse:
+def download_report(request: HttpRequest, request_id: int) -> HttpResponseBase:
     try:
         filename, content = services.download_report(request.user, request_id)
     except downloads.DownloadUnavailable as exc:
@@ -289,9 +290,9 @@ def home(request: HttpRequest) -> HttpResponse:
     context: dict = {}
     if roles.is_steward(user):
         context["datasets"] = datasets_for(user)[:10]
-        context["my_requests"] = request_selectors.visible_requests(user).filter(requested_by=user)[
-            :10
-        ]
+        context["my_requests"] = request_selectors.visible_requests(user).filter(
+            requested_by=user.pk
+        )[:10]
     if roles.is_officer(user):
         context["queue"] = selectors.review_queue(user)[:10]
     if roles.is_recipient(user):

@@ -13,7 +13,7 @@ import io
 import json
 import logging
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
 from django.core.exceptions import PermissionDenied
@@ -27,6 +27,7 @@ from releases.engine.export import write_csv
 from releases.models import (
     AuditEvent,
     BudgetEntry,
+    Dataset,
     ReleaseFile,
     ReleaseRequest,
 )
@@ -89,8 +90,12 @@ def _spend(release_request: ReleaseRequest, queries: list[dp.Query]) -> BudgetEn
 
 def _budget_figures(entry: BudgetEntry) -> dict:
     """The budget around a spend: the total in force, what remained before and after it."""
-    total = entry.epsilon + entry.epsilon_remaining
-    budget_row = budget.budget_of(entry.dataset) if entry.dataset_id else None
+    # A spend has its ε and δ, and what remained after it.
+    epsilon, delta = cast(Decimal, entry.epsilon), cast(Decimal, entry.delta)
+    epsilon_left = cast(Decimal, entry.epsilon_remaining)
+    delta_left = cast(Decimal, entry.delta_remaining)
+    total = epsilon + epsilon_left
+    budget_row = budget.budget_of(cast(Dataset, entry.dataset)) if entry.dataset_id else None
     return {
         "entry": entry.pk,
         "spent_at": entry.created_at.isoformat(),
@@ -98,7 +103,7 @@ def _budget_figures(entry: BudgetEntry) -> dict:
         "delta": budget.show(entry.delta),
         "before": budget.show(total),
         "after": budget.show(entry.epsilon_remaining),
-        "delta_before": budget.show(entry.delta + entry.delta_remaining),
+        "delta_before": budget.show(delta + delta_left),
         "delta_after": budget.show(entry.delta_remaining),
         "total": budget.show(budget_row.epsilon_total) if budget_row else None,
         "delta_total": budget.show(budget_row.delta_total) if budget_row else None,

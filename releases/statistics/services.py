@@ -35,7 +35,7 @@ from decimal import Decimal
 from django.db import transaction
 
 from releases.background import outbox
-from releases.core import audit, storage
+from releases.core import audit
 from releases.core.errors import InvalidInput
 from releases.datasets import budget
 from releases.datasets import services as datasets
@@ -49,7 +49,13 @@ from releases.models import (
 )
 from releases.requests import rules
 from releases.requests.selectors import locked
-from releases.requests.services import Sharing, default_terms, open_round, validate_sharing
+from releases.requests.services import (
+    Sharing,
+    default_terms,
+    delete_files,
+    open_round,
+    validate_sharing,
+)
 from releases.statistics.queries import amount, dataset_columns, describe, parse_queries
 
 logger = logging.getLogger(__name__)
@@ -245,7 +251,7 @@ def resubmit(user, request_id: int, items: list[dict], response: str) -> Release
             queries=describe(queries),
             epsilon=budget.show(epsilon),
         )
-        transaction.on_commit(lambda: [storage.delete_quietly(p) for p in old_paths])
+        transaction.on_commit(lambda: delete_files(old_paths))
         outbox.enqueue(TASK, release_request.pk)
     return release_request
 
