@@ -178,7 +178,7 @@ def delete_dataset(user, dataset: Dataset) -> None:
     Refused while it has an approved release (its record and report stay), a result waiting
     for review, or differentially private releases in its budget ledger (a new upload must not
     start a fresh budget on the same data). A profiling under way, and runs queued or under
-    way, are cancelled with it: their workers notice within a heartbeat (``services.leases``),
+    way, are cancelled with it: their workers notice within a heartbeat (``background.leases``),
     and their conditional writes find nothing to write, so nothing deleted comes back.
     """
     dataset = get_dataset_for(user, dataset.pk)

@@ -105,7 +105,7 @@ class Reproduction(models.Model):
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    #: The lease of the worker re-running it (see services.leases), and its attempts.
+    #: The lease of the worker re-running it (see background.leases), and its attempts.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
     worker = models.CharField(max_length=200, blank=True)

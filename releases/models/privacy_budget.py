@@ -24,7 +24,7 @@ DELTA_FIELD: dict[str, Any] = {"max_digits": DELTA_PLACES + 1, "decimal_places":
 class PrivacyBudget(models.Model):
     """The total ε and δ that differentially private releases of a dataset may spend.
 
-    Set by a privacy officer (``services.budget.set_budget``); what was spent lives in the
+    Set by a privacy officer (``datasets.budget.set_budget``); what was spent lives in the
     ledger (:class:`BudgetEntry`), never here. Spending locks this row.
     """
 

@@ -143,7 +143,7 @@ SUFFIXES: dict[str, str] = {
     Format.CSV: ".csv",
     Format.XLSX: ".xlsx",
     Format.PARQUET: ".parquet",
-    Format.JSON: ".json",  # a statistics release's (services.statistics)
+    Format.JSON: ".json",  # a statistics release's (statistics.run)
 }
 
 

@@ -9,7 +9,6 @@ worker's (:mod:`releases.requests.run`).
 from __future__ import annotations
 
 import datetime
-import logging
 from dataclasses import dataclass, field
 from typing import cast
 
@@ -41,9 +40,6 @@ from releases.requests import package, rules
 from releases.requests.parameters import ReleaseParameters
 from releases.requests.selectors import ROLE_GROUPS, locked
 
-logger = logging.getLogger(__name__)
-
-State = ReleaseRequest.State
 #: The task that runs an extract's round.
 RUN_TASK = "releases.run_release"
 
@@ -445,7 +441,7 @@ def open_round(release_request: ReleaseRequest, action: str) -> None:
 
 def cancel(user, request_id: int, reason: str = "") -> ReleaseRequest:
     """Stop a queued or running request: a running one stops within a heartbeat (its lease,
-    ``services.leases``) and keeps nothing."""
+    ``background.leases``) and keeps nothing."""
     with transaction.atomic():
         release_request = locked(request_id)
         rules.check_cancel(user, release_request)

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
 from decimal import Decimal
 from typing import cast
 
@@ -23,10 +22,6 @@ from releases.models import (
 )
 from releases.statistics.queries import amount, column_roles, role_problems
 
-logger = logging.getLogger(__name__)
-
-State = ReleaseRequest.State
-STATISTICS = ReleaseRequest.Kind.STATISTICS
 Format = ReleaseFile.Format
 
 

@@ -38,7 +38,6 @@ from releases.statistics.report import methods
 
 logger = logging.getLogger(__name__)
 
-State = ReleaseRequest.State
 STATISTICS = ReleaseRequest.Kind.STATISTICS
 Format = ReleaseFile.Format
 

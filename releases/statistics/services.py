@@ -28,7 +28,6 @@ only, the true rows behind each published cell) and the hierarchy a steward's la
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -58,11 +57,7 @@ from releases.requests.services import (
 )
 from releases.statistics.queries import amount, dataset_columns, describe, parse_queries
 
-logger = logging.getLogger(__name__)
-
-State = ReleaseRequest.State
 STATISTICS = ReleaseRequest.Kind.STATISTICS
-Format = ReleaseFile.Format
 TASK = "releases.run_statistics"
 
 
