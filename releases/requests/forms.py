@@ -144,8 +144,8 @@ class ModelForm(forms.Form):
 
     # --- validation, through the engine
 
-    def clean(self):
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        data = cast(dict[str, Any], super().clean())  # a Form's clean gives its cleaned_data
         chosen: dict = {}
         for name, kind in REGISTRY.items():
             if not data.get(_use_key(name)):
