@@ -65,7 +65,8 @@ lint: install-test
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
 	$(VENV)/bin/lint-imports
-	$(VENV)/bin/mypy releases/engine
+	$(VENV)/bin/vulture
+	$(VENV)/bin/mypy
 
 format: install-test
 	$(VENV)/bin/ruff format .

@@ -10,6 +10,7 @@ import os
 import secrets
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import dj_database_url
 from django.core.exceptions import ImproperlyConfigured
@@ -201,7 +202,7 @@ MEDIA_URL = "/no-public-media/"
 # so web processes and workers on several machines share them.
 FILE_STORAGE = os.environ.get("FILE_STORAGE", "local").strip().lower()
 if FILE_STORAGE == "s3":
-    PRIVATE_STORAGE = {
+    PRIVATE_STORAGE: dict[str, Any] = {
         "BACKEND": "storages.backends.s3.S3Storage",
         "OPTIONS": {
             "bucket_name": os.environ.get("S3_BUCKET", ""),

@@ -1,3 +1,5 @@
+from typing import Any
+
 from releases.core import roles as role_checks
 from releases.review import selectors
 
@@ -7,7 +9,7 @@ def roles(request) -> dict:
     user = request.user
     if not user.is_authenticated:
         return {}
-    context = {
+    context: dict[str, Any] = {
         "is_steward": role_checks.is_steward(user),
         "is_officer": role_checks.is_officer(user),
         "is_recipient": role_checks.is_recipient(user),

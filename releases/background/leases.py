@@ -26,7 +26,7 @@ import os
 import socket
 import threading
 import time
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from django.conf import settings
@@ -48,7 +48,7 @@ def max_attempts() -> int:
     return max(1, int(getattr(settings, "WORK_MAX_ATTEMPTS", 2)))
 
 
-def expired_before() -> timezone.datetime:
+def expired_before() -> datetime:
     """Work whose last heartbeat is older than this has lost its worker."""
     return timezone.now() - timedelta(seconds=lease_seconds())
 
@@ -104,7 +104,7 @@ class Lease:
     def renew(self) -> bool:
         """Write a heartbeat; False when the row is no longer this work's."""
         return bool(
-            self.model.objects.filter(pk=self.pk, **self.still_ours).update(
+            self.model._default_manager.filter(pk=self.pk, **self.still_ours).update(
                 heartbeat_at=timezone.now()
             )
         )
@@ -169,17 +169,6 @@ class Lease:
         interrupted = self._finish()
         if interrupted and exc_type is None and self.interrupt is not None:
             raise self.interrupt()
-
-
-def hold(
-    model: type[models.Model],
-    pk: int,
-    interrupt: type[BaseException] | None = None,
-    **still_ours: Any,
-) -> Lease:
-    """``with hold(Model, pk, interrupt=..., state=..., worker=...) as lease:`` (a
-    :class:`Lease`)."""
-    return Lease(model, pk, interrupt, **still_ours)
 
 
 # --- Fault injection for the tests ------------------------------------------------------------

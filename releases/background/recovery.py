@@ -114,10 +114,6 @@ def silent() -> Q:
     return Q(heartbeat_at__lt=leases.expired_before()) | Q(heartbeat_at__isnull=True)
 
 
-def is_silent(heartbeat_at) -> bool:
-    return heartbeat_at is None or heartbeat_at < leases.expired_before()
-
-
 def retry_stage(attempts: int) -> str:
     """The stage of work given another attempt after its worker stopped."""
     return (
@@ -140,7 +136,7 @@ def recover_lost_work() -> dict[str, dict[str, int]]:
     """Every registered piece of work whose lease expired."""
     out = {}
     for work in _work:
-        rows = work.model.objects.filter(silent(), **work.running)
+        rows = work.model._default_manager.filter(silent(), **work.running)
         if work.related:
             rows = rows.select_related(*work.related)
         out[work.name] = _tally([work.recover(row) for row in rows[:SWEEP_BATCH]])

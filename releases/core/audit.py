@@ -38,7 +38,3 @@ def events_for_request(release_request: ReleaseRequest) -> QuerySet[AuditEvent]:
         .select_related("actor")
         .order_by("created_at", "id")
     )
-
-
-def events_for_dataset(dataset: Dataset) -> QuerySet[AuditEvent]:
-    return AuditEvent.objects.filter(dataset=dataset).select_related("actor", "request")

@@ -7,6 +7,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -74,7 +75,7 @@ def size_bins(after: Sequence, before: Sequence | None = None, k: int = 1) -> di
     sides = {"after": after or [], "before": before or []}
     largest = max((int(s) for pairs in sides.values() for s, _ in pairs), default=1)
     edges = size_edges(largest, k)
-    bins = [
+    bins: list[dict[str, Any]] = [
         {
             "low": low,
             "high": high - 1,
@@ -222,8 +223,9 @@ def _as_numbers(labels: Sequence[str], counts: np.ndarray) -> np.ndarray | None:
     """The labels as numbers (NaN for the empty value) when every value that occurs is a
     number or empty, and two or more numbers differ; else None. A code written with leading
     zeros (a ZIP code, "02139") is not a number."""
-    values = pd.to_numeric(pd.Series(list(labels), dtype=object), errors="coerce")
-    values = values.to_numpy(dtype=float)
+    values = pd.to_numeric(pd.Series(list(labels), dtype=object), errors="coerce").to_numpy(
+        dtype=float
+    )
     occurs = counts > 0
     empty = np.array([str(label).strip() == "" for label in labels], dtype=bool)
     if np.isnan(values[occurs & ~empty]).any():
@@ -354,7 +356,7 @@ def _numeric_bins(
         distinct = np.unique(o_numbers[valid])
         if len(distinct) <= limit:
             # A bar per value, labelled as the data writes it ("2.50" stays "2.50").
-            text = {}
+            text: dict[float, str] = {}
             for label, number, count in zip(o_labels, o_numbers, o_counts, strict=True):
                 if count and not np.isnan(number):
                     text.setdefault(float(number), label)
@@ -408,7 +410,7 @@ def _numeric_bins(
             if not _last(r_labels[code])
         )
         lows = np.asarray([low for low, _, _ in intervals])
-        hist_o = _binned(o_numbers[valid], o_counts[valid], lows) if intervals else []
+        hist_o = _binned(o_numbers[valid], o_counts[valid], lows) if intervals else np.zeros(0)
         hidden_original = 0
         bins = [
             [label, int(o), int(released_rows.get(label, 0))]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from django.contrib.auth.models import AbstractBaseUser, AnonymousUser
+from django.contrib.auth.models import AbstractUser, AnonymousUser
 from django.core.exceptions import PermissionDenied
 
 STEWARDS = "Data stewards"
@@ -10,7 +10,7 @@ OFFICERS = "Privacy officers"
 RECIPIENTS = "Recipients"
 ALL_GROUPS = (STEWARDS, OFFICERS, RECIPIENTS)
 
-User = AbstractBaseUser | AnonymousUser
+User = AbstractUser | AnonymousUser
 
 
 def group_names(user: User) -> set[str]:
@@ -20,7 +20,7 @@ def group_names(user: User) -> set[str]:
     cached = getattr(user, "_role_names", None)
     if cached is None:
         cached = set(user.groups.values_list("name", flat=True))
-        user._role_names = cached
+        vars(user)["_role_names"] = cached
     return cached
 
 

@@ -52,7 +52,7 @@ class _GivenUpFile(File):
     does so for anything with a ``temporary_file_path``) instead of copying it."""
 
     def temporary_file_path(self) -> str:
-        return self.name
+        return str(self.name)
 
 
 def save_file(

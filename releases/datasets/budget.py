@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from decimal import ROUND_CEILING, ROUND_FLOOR, Decimal, InvalidOperation
-from typing import Any
+from typing import Any, cast
 
 from django.core.exceptions import PermissionDenied
 from django.db import IntegrityError, transaction
@@ -132,9 +132,9 @@ def ledger_for(dataset: Dataset) -> Ledger:
     for entry in entries:
         if entry.kind == Kind.BUDGET_SET:
             total = entry.epsilon
-        elif entry.kind == Kind.DP_SPEND:
-            spent += entry.epsilon
-            delta_spent += entry.delta
+        elif entry.kind == Kind.DP_SPEND:  # a spend has its ε and δ
+            spent += cast(Decimal, entry.epsilon)
+            delta_spent += cast(Decimal, entry.delta)
         lines.append(LedgerLine(entry, total, spent, None if total is None else total - spent))
     return Ledger(
         budget=budget,

@@ -90,13 +90,6 @@ def _names(path: Path, columns: list[str] | None) -> list[str]:
     return names
 
 
-def read_arrow(dataset: Dataset, columns: list[str] | None = None) -> pa.Table:
-    """The named columns (all when None) as an Arrow table of dictionary-encoded strings."""
-    with opened(dataset) as path:
-        names = _names(path, columns)
-        return pq.ParquetFile(path, read_dictionary=names).read(columns=names, use_threads=True)
-
-
 #: Above this many distinct values a column read ``categorical`` comes as Arrow strings instead
 #: (IDs, free text): a Categorical's categories would be one Python string per distinct value.
 CATEGORICAL_MAX_VALUES = 200_000
@@ -160,12 +153,6 @@ def open_local(path: Path) -> pq.ParquetFile:
     return pq.ParquetFile(path, read_dictionary=pq.read_schema(path).names)
 
 
-def value_counts(parquet: pq.ParquetFile, name: str) -> tuple[pa.Array, pa.Array]:
-    """(distinct values, their counts) of one column of an opened store, in order of first
-    appearance."""
-    return value_counts_of(parquet, [name])[0]
-
-
 def value_counts_of(parquet: pq.ParquetFile, names: list[str]) -> list[tuple[pa.Array, pa.Array]]:
     """:func:`value_counts` of several columns, read together."""
     table = parquet.read(columns=names, use_threads=True)
@@ -215,8 +202,3 @@ def rebuild(dataset: Dataset) -> None:
         finally:
             writer.close()
         save(dataset, local)
-
-
-def delete(dataset: Dataset) -> None:
-    if dataset.file_path:
-        storage.delete_quietly(name_of(dataset))

@@ -13,7 +13,7 @@ from collections.abc import Iterable
 from releases.core.errors import InvalidInput
 from releases.engine import Hierarchy, HierarchyError
 from releases.models import DatasetColumn
-from releases.models.datasets import ColumnType, DateOrder
+from releases.models.datasets import DateOrder
 
 Source = DatasetColumn.HierarchySource
 BUILDERS = [
@@ -24,14 +24,6 @@ BUILDERS = [
     (Source.CATEGORICAL, "Categorical to *"),
 ]
 PREVIEW_VALUES = 12
-
-
-def default_builder(column: DatasetColumn) -> str:
-    if column.column_type in (ColumnType.INTEGER, ColumnType.DECIMAL):
-        return Source.INTERVALS
-    if column.column_type == ColumnType.DATE:
-        return Source.DATES
-    return Source.CATEGORICAL
 
 
 def parse_widths(text: str) -> list[float] | None:

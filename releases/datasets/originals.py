@@ -9,14 +9,12 @@ import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
-import pandas as pd
-import pyarrow as pa
 from django.conf import settings
 
 from releases.core import storage
 from releases.core.errors import InvalidInput
 from releases.engine import tabular
-from releases.engine.tabular import ReadLimits, TableError, TableFormat, TableScan
+from releases.engine.tabular import ReadLimits, TableFormat, TableScan
 from releases.models import Dataset
 
 
@@ -67,13 +65,3 @@ def scan_original(dataset: Dataset, limits: ReadLimits | None = None) -> Iterato
             path, _stored_format(dataset), dataset.original_filename, limits or read_limits()
         )
         yield scan
-
-
-def read_dataset_file(dataset: Dataset) -> tuple[pd.DataFrame, TableFormat]:
-    """The whole original as a DataFrame of strings (small files and tests)."""
-    try:
-        with scan_original(dataset) as scan:
-            table = pa.Table.from_batches(list(scan.batches()), schema=scan.schema)
-            return table.to_pandas(), scan.format
-    except TableError as exc:
-        raise InvalidInput(str(exc)) from None

@@ -38,10 +38,6 @@ SLASH_DATE = re.compile(r"^(\d{1,2})[/.-](\d{1,2})[/.-](\d{4}|\d{2})$")
 # --- Types --------------------------------------------------------------------------------
 
 
-def missing_mask(series: pd.Series) -> pd.Series:
-    return series.str.strip().isin(MISSING_MARKERS)
-
-
 def _matches(values: pa.Array, pattern: re.Pattern) -> pa.Array:
     return pc.match_substring_regex(values, pattern.pattern)
 

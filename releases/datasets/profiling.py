@@ -14,16 +14,14 @@ import tempfile
 from pathlib import Path
 
 import pandas as pd
-from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
 from django.utils import timezone
 
-from releases.background import leases
+from releases.background import jobs
 from releases.core import audit, storage
 from releases.core.errors import InvalidInput
-from releases.datasets import column_store, suggestions
+from releases.datasets import column_store, rules, suggestions
 from releases.datasets.originals import scan_original
 from releases.datasets.profiles import profile_from_counts
 from releases.engine.tabular import TableError, TableFormat, TableScan
@@ -41,28 +39,13 @@ CELLS_PER_READ = 4_000_000
 # --- The task's body ----------------------------------------------------------------------
 
 
-class ProfilingCancelled(Exception):
-    """The dataset left this process while it was profiled (deleted, or retried elsewhere)."""
-
-
-def _progress(dataset: Dataset, progress: float, stage: str) -> None:
-    """Report progress (and renew the lease); ``ProfilingCancelled`` when the dataset is no
-    longer being profiled by this process."""
-    ours = Dataset.objects.filter(
-        pk=dataset.pk, status=Dataset.Status.PROFILING, worker=leases.worker_id()
-    ).update(progress=progress, stage=stage[:200], heartbeat_at=timezone.now())
-    if not ours:
-        raise ProfilingCancelled()
-    leases.pause_point(stage, f"dataset {dataset.pk}")
-
-
 def _decimal_comma_allowed(fmt: TableFormat) -> bool:
     return fmt.file_format not in ("csv", "tsv") or fmt.delimiter != ","
 
 
-def _read_into_store(dataset: Dataset, scan: TableScan, local: Path) -> list[list[str]]:
+def _read_into_store(job: Profiling, scan: TableScan, local: Path) -> list[list[str]]:
     """Write the scanned rows to a local column store; returns the first rows (the preview)."""
-    writer = column_store.Writer(local, scan.schema, dataset.sha256)
+    writer = column_store.Writer(local, scan.schema, job.row.sha256)
     preview: list[list[str]] = []
     try:
         for batch in scan.batches():
@@ -70,10 +53,9 @@ def _read_into_store(dataset: Dataset, scan: TableScan, local: Path) -> list[lis
             if len(preview) < PREVIEW_ROWS:
                 rows = batch.slice(0, PREVIEW_ROWS - len(preview)).to_pylist()
                 preview.extend([list(row.values()) for row in rows])
-            _progress(
-                dataset,
-                0.05 + 0.55 * scan.fraction(),
+            job.progress(
                 f"Read {scan.rows:,} rows of {len(scan.columns):,} columns",
+                progress=0.05 + 0.55 * scan.fraction(),
             )
     finally:
         writer.close()
@@ -98,92 +80,101 @@ def memory_message() -> str:
     )
 
 
-def profile_dataset(dataset_id: int) -> Dataset | None:
+class Profiling(jobs.Job):
     """Read the stored file into the column store, profile each column, suggest roles; or
     record why the file was refused.
 
     Runs once per dataset and attempt: a dataset already profiled (or refused) is left as it
-    is. The profiling holds a lease (``services.leases``): a dataset deleted meanwhile stops
+    is. The profiling holds a lease (``background.leases``): a dataset deleted meanwhile stops
     it within a heartbeat, and nothing it wrote is kept (no row, no column store).
     """
-    me = leases.worker_id()
-    # A conditional update claims the dataset: of two runs (a redelivered task), one proceeds.
-    claimed = Dataset.objects.filter(pk=dataset_id, status=Dataset.Status.PENDING).update(
-        status=Dataset.Status.PROFILING,
-        stage="Reading the file",
-        progress=0.05,
-        heartbeat_at=timezone.now(),
-        attempts=F("attempts") + 1,
-        worker=me,
-    )
-    dataset = Dataset.objects.filter(pk=dataset_id).first()
-    if not claimed or dataset is None:
-        return dataset
-    lease = leases.Lease(
-        Dataset,
-        dataset.pk,
-        interrupt=ProfilingCancelled,
-        status=Dataset.Status.PROFILING,
-        worker=me,
-    )
-    try:
-        with lease:
-            leases.pause_point(dataset.stage, f"dataset {dataset.pk}")
-            _profile(dataset, lease)
-    except ProfilingCancelled:
-        _stopped(dataset)
-    except TableError as exc:
-        _refuse_own(dataset, str(exc))
-    except InvalidInput as exc:
-        _refuse_own(dataset, str(exc))
-    except SoftTimeLimitExceeded:
-        _refuse_own(dataset, soft_limit_message())
-    except MemoryError:
-        logger.warning("Profiling dataset %s ran out of memory", dataset_id)
-        _refuse_own(dataset, memory_message())
-    except Exception:  # an unexpected failure still ends in a readable state
-        if Dataset.objects.filter(pk=dataset_id, worker=dataset.worker).exists():
-            logger.exception("Profiling dataset %s failed", dataset_id)
-        _refuse_own(
-            dataset,
+
+    model = Dataset
+    state_field = "status"
+    running = rules.TABLE.target_of("start_profiling")
+    refusals = (TableError, InvalidInput)
+
+    def claimable(self):
+        return {"status__in": rules.sources("start_profiling")}
+
+    def claiming(self, now):
+        return {
+            "status": rules.TABLE.target_of("start_profiling"),
+            "stage": "Reading the file",
+            "progress": 0.05,
+        }
+
+    def work_name(self) -> str:
+        return f"dataset {self.pk}"
+
+    def start_stage(self) -> str:
+        return self.row.stage
+
+    def soft_limit_message(self) -> str:
+        return soft_limit_message()
+
+    def memory_message(self) -> str:
+        return memory_message()
+
+    def internal_error_message(self) -> str:
+        return (
             "The file could not be read because of an internal error. The administrators can "
-            "find the details in the worker's log.",
+            "find the details in the worker's log."
         )
-    return Dataset.objects.filter(pk=dataset_id).first()
 
+    def log_failure(self) -> None:
+        # A deleted or handed-on dataset's failure is no failure of this worker.
+        if Dataset.objects.filter(pk=self.pk, worker=self.row.worker).exists():
+            logger.exception("Profiling dataset %s failed", self.pk)
 
-def _profile(dataset: Dataset, lease: leases.Lease) -> None:
-    """The profiling's body: read into the column store, profile the columns, record them."""
-    with tempfile.TemporaryDirectory(dir=settings.FILE_UPLOAD_TEMP_DIR) as folder:
-        local = Path(folder) / "columns.parquet"
-        with scan_original(dataset) as scan:
-            preview = _read_into_store(dataset, scan, local)
-        fmt, names, rows = scan.format, scan.columns, scan.rows
-        columns = _profile_columns(dataset, local, names, rows, fmt)
-        _progress(dataset, 0.97, "Storing the columns")
-        column_store.save(dataset, local)
-    lease.stop()  # from here the conditional write decides: nothing interrupts it
-    with transaction.atomic():
+    def fail(self, reason: str) -> None:
+        """Refuse the file if the dataset is still this process's; else it was deleted or
+        handed on, and only what this profiling wrote is removed."""
+        if not refuse(self.row, reason, worker=self.row.worker):
+            self.stopped()
+
+    def stopped(self) -> None:
+        """The dataset left this process. Deleted: remove the column store this profiling may
+        have written after the deletion removed the files. Handed to another attempt: that
+        one owns the store now."""
+        dataset = self.row
+        if not Dataset.objects.filter(pk=dataset.pk).exists() and dataset.file_path:
+            storage.delete_quietly(column_store.name_of(dataset))
+            storage.delete_quietly(dataset.file_path)
+        logger.info("Profiling of dataset %s stopped: it is no longer this worker's", dataset.pk)
+
+    def body(self) -> None:
+        """Read into the column store, profile the columns, record them."""
+        dataset = self.row
+        with tempfile.TemporaryDirectory(dir=settings.FILE_UPLOAD_TEMP_DIR) as folder:
+            local = Path(folder) / "columns.parquet"
+            with scan_original(dataset) as scan:
+                preview = _read_into_store(self, scan, local)
+            fmt, names, rows = scan.format, scan.columns, scan.rows
+            self.columns = _profile_columns(self, local, names, rows, fmt)
+            self.progress("Storing the columns", progress=0.97)
+            column_store.save(dataset, local)
+        self.read = (fmt, names, rows)
         # Never dataset.save(): a row deleted meanwhile must not be inserted again.
-        finished = Dataset.objects.filter(
-            pk=dataset.pk, status=Dataset.Status.PROFILING, worker=dataset.worker
-        ).update(
+        self.finish(
             encoding=fmt.encoding,
             delimiter=fmt.delimiter if fmt.file_format in ("csv", "tsv") else "",
             sheet_name=fmt.sheet,
             row_count=rows,
             preview=preview,
-            status=Dataset.Status.READY,
+            status=rules.TABLE.target_of("finish_profiling"),
             progress=1.0,
             stage="Profiled",
             error="",
             profiled_at=timezone.now(),
         )
-        if not finished:
-            raise ProfilingCancelled()
-        for column in columns:
+
+    def finished(self) -> None:
+        dataset = self.row
+        fmt, names, rows = self.read
+        for column in self.columns:
             column.dataset = dataset
-        DatasetColumn.objects.bulk_create(columns, batch_size=500)
+        DatasetColumn.objects.bulk_create(self.columns, batch_size=500)
         audit.record(
             AuditEvent.Action.PROFILED,
             None,
@@ -198,25 +189,15 @@ def _profile(dataset: Dataset, lease: leases.Lease) -> None:
         )
 
 
-def _refuse_own(dataset: Dataset, reason: str) -> None:
-    """Refuse the file if the dataset is still this process's; else it was deleted or handed
-    on, and only what this profiling wrote is removed."""
-    if not refuse(dataset, reason, worker=dataset.worker):
-        _stopped(dataset)
-
-
-def _stopped(dataset: Dataset) -> None:
-    """The dataset left this process. Deleted: remove the column store this profiling may
-    have written after the deletion removed the files. Handed to another attempt: that one
-    owns the store now."""
-    if not Dataset.objects.filter(pk=dataset.pk).exists() and dataset.file_path:
-        storage.delete_quietly(column_store.name_of(dataset))
-        storage.delete_quietly(dataset.file_path)
-    logger.info("Profiling of dataset %s stopped: it is no longer this worker's", dataset.pk)
+def profile_dataset(dataset_id: int) -> Dataset | None:
+    """The Celery task's body (also called directly: tests, ``tests/support/factories``): see
+    :class:`Profiling`; the dataset as it ends (None once deleted)."""
+    Profiling(dataset_id).run()
+    return Dataset.objects.filter(pk=dataset_id).first()
 
 
 def _profile_columns(
-    dataset: Dataset, local: Path, names: list[str], rows: int, fmt: TableFormat
+    job: Profiling, local: Path, names: list[str], rows: int, fmt: TableFormat
 ) -> list[DatasetColumn]:
     """Each column's profile and suggested role, from the value counts of the store's columns
     (read a group of columns at a time: a few on tall files, many on wide ones)."""
@@ -251,10 +232,9 @@ def _profile_columns(
                 )
             )
             if position % step == step - 1 or position == n - 1:
-                _progress(
-                    dataset,
-                    0.6 + 0.35 * (position + 1) / n,
+                job.progress(
                     f"Profiled {position + 1:,} of {n:,} columns",
+                    progress=0.6 + 0.35 * (position + 1) / n,
                 )
     return columns
 
@@ -268,9 +248,13 @@ def refuse(dataset: Dataset, reason: str, **still: object) -> bool:
     path = dataset.file_path
     with transaction.atomic():
         refused = Dataset.objects.filter(
-            pk=dataset.pk, status__in=[Dataset.Status.PENDING, Dataset.Status.PROFILING], **still
+            pk=dataset.pk, status__in=rules.sources("refuse"), **still
         ).update(
-            status=Dataset.Status.FAILED, error=reason, stage="Refused", progress=1.0, file_path=""
+            status=rules.TABLE.target_of("refuse"),
+            error=reason,
+            stage="Refused",
+            progress=1.0,
+            file_path="",
         )
         if not refused:
             return False
@@ -287,6 +271,6 @@ def refuse(dataset: Dataset, reason: str, **still: object) -> bool:
     if path:
         storage.delete_quietly(f"{path}{column_store.SUFFIX}")
     storage.delete_quietly(path)
-    dataset.status, dataset.error, dataset.file_path = Dataset.Status.FAILED, reason, ""
+    dataset.status, dataset.error, dataset.file_path = rules.TABLE.target_of("refuse"), reason, ""
     dataset.stage, dataset.progress = "Refused", 1.0
     return True

@@ -11,7 +11,7 @@ from django.db import transaction
 
 from releases.background import leases, outbox, recovery
 from releases.core import audit
-from releases.datasets import profiling, risk
+from releases.datasets import profiling, risk, rules
 from releases.datasets.selectors import PROFILE_TASK
 from releases.models import AuditEvent, Dataset
 
@@ -38,7 +38,7 @@ def recover_profiling(dataset: Dataset) -> str:
         return ""
     with transaction.atomic():
         done = Dataset.objects.filter(recovery.silent(), pk=dataset.pk, **still).update(
-            status=Dataset.Status.PENDING,
+            status=rules.target(Dataset.Status.PROFILING, "retry_profiling"),
             progress=0.0,
             stage=recovery.retry_stage(dataset.attempts),
             heartbeat_at=None,

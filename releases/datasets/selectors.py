@@ -12,7 +12,7 @@ from django.http import Http404
 from releases.background import outbox
 from releases.core import roles
 from releases.core.errors import InvalidInput
-from releases.datasets import budget, column_store, hierarchies
+from releases.datasets import budget, column_store, hierarchies, rules
 from releases.engine import Hierarchy, HierarchyError
 from releases.models import Dataset, DatasetColumn, Role
 from releases.models.datasets import ColumnType, DateOrder
@@ -26,7 +26,7 @@ PROFILE_TASK = "releases.profile_dataset"
 
 def get_dataset_for(user, dataset_id: int) -> Dataset:
     """A dataset its owner may see and change; anyone else's is out of reach (404)."""
-    roles.require(user, roles.STEWARDS, "work with datasets")
+    rules.check_owner(user)
     try:
         return Dataset.objects.get(pk=dataset_id, owner=user)
     except Dataset.DoesNotExist:
@@ -35,12 +35,7 @@ def get_dataset_for(user, dataset_id: int) -> Dataset:
 
 def ensure_ready(dataset: Dataset) -> None:
     """Refuse a dataset still being profiled, or whose file was refused (``InvalidInput``)."""
-    status = Dataset.objects.filter(pk=dataset.pk).values_list("status", flat=True).first()
-    if status == Dataset.Status.READY:
-        return
-    if status == Dataset.Status.FAILED:
-        raise InvalidInput("This dataset's file was refused; upload a corrected file.")
-    raise InvalidInput("This dataset is still being profiled; wait until its columns are shown.")
+    rules.check_use(Dataset.objects.filter(pk=dataset.pk).values_list("status", flat=True).first())
 
 
 # --- Hierarchies ----------------------------------------------------------------------------
@@ -109,14 +104,16 @@ def datasets_for(user) -> QuerySet[Dataset]:
 
 def decorate(column: DatasetColumn) -> DatasetColumn:
     """Attach what the column's rows show besides the model's fields."""
-    column.distinct_percent = round(100 * column.distinct_share, 1)
     share = column.unique_row_share
-    column.unique_row_percent = None if share is None else round(100 * share, 1)
     params = column.hierarchy_params or {}
-    column.widths_text = ", ".join(
-        str(int(w)) if float(w).is_integer() else str(w) for w in params.get("widths") or []
+    vars(column).update(
+        distinct_percent=round(100 * column.distinct_share, 1),
+        unique_row_percent=None if share is None else round(100 * share, 1),
+        widths_text=", ".join(
+            str(int(w)) if float(w).is_integer() else str(w) for w in params.get("widths") or []
+        ),
+        dayfirst=params.get("dayfirst", hierarchies.dayfirst_default(column)),
     )
-    column.dayfirst = params.get("dayfirst", hierarchies.dayfirst_default(column))
     return column
 
 
@@ -150,7 +147,7 @@ def unroled_columns(dataset) -> tuple[int, list]:
             )
         }
         for column in columns:
-            column.page_number = order[column.pk] // COLUMNS_PER_PAGE + 1
+            vars(column)["page_number"] = order[column.pk] // COLUMNS_PER_PAGE + 1
     return count, columns
 
 

@@ -15,14 +15,14 @@ from pathlib import PurePath
 
 import pandas as pd
 from django.conf import settings
-from django.core.files.uploadedfile import UploadedFile
+from django.core.files import File
 from django.db import transaction
 from django.http import Http404
 
 from releases.background import outbox
 from releases.core import audit, roles, storage
 from releases.core.errors import InvalidInput
-from releases.datasets import column_store, hierarchies, risk
+from releases.datasets import column_store, hierarchies, risk, rules
 from releases.datasets.profiles import column_profile
 from releases.datasets.selectors import (
     PROFILE_TASK,
@@ -77,7 +77,7 @@ def refuse_oversized_upload(user, content_length: int) -> str:
     return message
 
 
-def _store_stream(uploaded: UploadedFile, suffix: str) -> tuple[str, str, int, bytes]:
+def _store_stream(uploaded: File, suffix: str) -> tuple[str, str, int, bytes]:
     """Check and hash the upload chunk by chunk, then stream it into private storage;
     (storage name, sha256, size, first bytes). Nothing is held in memory."""
     digest = hashlib.sha256()
@@ -96,7 +96,7 @@ def _store_stream(uploaded: UploadedFile, suffix: str) -> tuple[str, str, int, b
     return name, digest.hexdigest(), size, head
 
 
-def create_dataset(user, uploaded: UploadedFile, name: str = "", sheet: str = "") -> Dataset:
+def create_dataset(user, uploaded: File, name: str = "", sheet: str = "") -> Dataset:
     """Store an upload and queue its profiling; a refused upload stores nothing.
 
     Checked here: size, empty, binary or unknown format. Everything that needs the whole file
@@ -126,7 +126,7 @@ def create_dataset(user, uploaded: UploadedFile, name: str = "", sheet: str = ""
                 size_bytes=size,
                 file_format=file_format,
                 sheet_name=(sheet or "").strip() if file_format == tabular.XLSX else "",
-                status=Dataset.Status.PENDING,
+                status=rules.UPLOADED,
                 stage="Waiting for a worker",
             )
             audit.record(
@@ -178,7 +178,7 @@ def delete_dataset(user, dataset: Dataset) -> None:
     Refused while it has an approved release (its record and report stay), a result waiting
     for review, or differentially private releases in its budget ledger (a new upload must not
     start a fresh budget on the same data). A profiling under way, and runs queued or under
-    way, are cancelled with it: their workers notice within a heartbeat (``services.leases``),
+    way, are cancelled with it: their workers notice within a heartbeat (``background.leases``),
     and their conditional writes find nothing to write, so nothing deleted comes back.
     """
     dataset = get_dataset_for(user, dataset.pk)
@@ -311,7 +311,7 @@ class ColumnChange:
 
     column_id: int
     role: str | None = None
-    hierarchy_file: UploadedFile | None = None
+    hierarchy_file: File | None = None
     automatic: bool = False
     builder: str = ""
     builder_params: dict | None = None
@@ -460,7 +460,7 @@ def hierarchy_rows_message() -> str:
     )
 
 
-def read_hierarchy_file(uploaded: UploadedFile) -> bytes:
+def read_hierarchy_file(uploaded: File) -> bytes:
     """The bytes of an uploaded hierarchy, refused as soon as they pass the size or row
     limit (each refusal names its setting): checked chunk by chunk, before any parsing."""
     limit = settings.MAX_HIERARCHY_BYTES
@@ -481,9 +481,7 @@ def read_hierarchy_file(uploaded: UploadedFile) -> bytes:
     return b"".join(chunks)
 
 
-def set_hierarchy_file(
-    user, dataset: Dataset, column_id: int, uploaded: UploadedFile
-) -> DatasetColumn:
+def set_hierarchy_file(user, dataset: Dataset, column_id: int, uploaded: File) -> DatasetColumn:
     """Attach an ARX-format hierarchy to a column after checking it covers the column's values."""
     dataset = get_dataset_for(user, dataset.pk)
     ensure_ready(dataset)

@@ -813,7 +813,7 @@ def suggest(name: str, series: pd.Series, profile: dict) -> Suggestion:
         if not rule.matches(folded):
             continue
         # Values that are e-mails, phone numbers, national IDs or names outrank the name.
-        if strong and rule.role != Role.IDENTIFIER:
+        if strong and content is not None and rule.role != Role.IDENTIFIER:
             return Suggestion(
                 content.role,
                 f"{content.reason} (the name {name!r} suggested {Role(rule.role).label.lower()})",

@@ -8,6 +8,7 @@ from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import FileResponse, HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_http_methods, require_POST
@@ -324,7 +325,7 @@ def hierarchy_preview(request: HttpRequest, dataset_id: int, column_id: int) -> 
 
 
 @require_GET
-def hierarchy_download(request: HttpRequest, dataset_id: int, column_id: int) -> HttpResponse:
+def hierarchy_download(request: HttpRequest, dataset_id: int, column_id: int) -> HttpResponseBase:
     try:
         filename, content = services.hierarchy_download(request.user, dataset_id, column_id)
     except InvalidInput as exc:

@@ -1,6 +1,7 @@
 """Data the release workflow keeps: datasets, their column tags, release requests, results.
 
-Models hold data and small invariants; the workflow itself lives in ``releases.services``.
+Models hold data and small invariants; the workflow itself lives in the feature packages (``releases.datasets``, ``releases.requests``,
+``releases.review``, ``releases.statistics``).
 """
 
 from .audit import AuditEvent

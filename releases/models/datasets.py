@@ -55,7 +55,7 @@ class Dataset(models.Model):
     status = models.CharField(max_length=16, choices=Status.choices, default=Status.PENDING)
     progress = models.FloatField(default=0.0)
     stage = models.CharField(max_length=200, blank=True)
-    #: Last sign of life from the worker profiling it (its lease: see services.leases).
+    #: Last sign of life from the worker profiling it (its lease: see background.leases).
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     #: Profilings started; the sweeper retries a lost one up to WORK_MAX_ATTEMPTS.
     attempts = models.PositiveSmallIntegerField(default=0)
@@ -65,7 +65,7 @@ class Dataset(models.Model):
     profiled_at = models.DateTimeField(null=True, blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     #: The re-identification risk on the quasi-identifiers it names, as a worker computed it
-    #: for large datasets (pages read it; see services.datasets.reidentification_risk).
+    #: for large datasets (pages read it; see datasets.risk.reidentification_risk).
     risk = models.JSONField(default=dict, blank=True)
 
     class Meta:
@@ -113,6 +113,10 @@ class DatasetColumn(models.Model):
         DATES = "dates", "Date granularity"
         MASKING = "masking", "Masking"
         CATEGORICAL = "categorical", "Categorical to *"
+
+    #: The warnings of a hierarchy file just attached (``datasets.services.set_hierarchy_file``
+    #: sets it on the column it returns); not stored.
+    hierarchy_warnings: list[str]
 
     dataset = models.ForeignKey(Dataset, on_delete=models.CASCADE, related_name="columns")
     position = models.PositiveIntegerField()

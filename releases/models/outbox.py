@@ -18,7 +18,7 @@ class OutboxMessage(models.Model):
     attempts = models.PositiveIntegerField(default=0)
     last_error = models.CharField(max_length=500, blank=True)
     #: The work it starts ("task:arg,..."): the sweeper finds the latest message of a piece
-    #: of work still waiting, to send it again (see services.recovery).
+    #: of work still waiting, to send it again (see background.recovery).
     work_key = models.CharField(max_length=100, blank=True)
     #: How many times this work was sent again before this message (its backoff).
     redelivery = models.PositiveSmallIntegerField(default=0)

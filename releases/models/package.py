@@ -24,7 +24,7 @@ class ReleaseFile(models.Model):
     ORDER = (Format.CSV, Format.XLSX, Format.PARQUET)
     #: Every format a round's files may have: a statistics release's are CSV and JSON.
     LISTED = (*ORDER, Format.JSON)
-    CONTENT_TYPES = {
+    CONTENT_TYPES: dict[str, str] = {
         Format.JSON: "application/json; charset=utf-8",
         Format.CSV: "text/csv; charset=utf-8",
         Format.XLSX: "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
@@ -105,7 +105,7 @@ class Reproduction(models.Model):
     error = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     finished_at = models.DateTimeField(null=True, blank=True)
-    #: The lease of the worker re-running it (see services.leases), and its attempts.
+    #: The lease of the worker re-running it (see background.leases), and its attempts.
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     attempts = models.PositiveSmallIntegerField(default=0)
     worker = models.CharField(max_length=200, blank=True)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any
 
 from django.conf import settings
 from django.db import models
@@ -16,14 +17,14 @@ from .requests import ReleaseRequest
 EPSILON_PLACES = 12
 #: δ is a small probability (1e-6 to 1e-12 in practice): 20 decimal places.
 DELTA_PLACES = 20
-EPSILON_FIELD = {"max_digits": EPSILON_PLACES + 6, "decimal_places": EPSILON_PLACES}
-DELTA_FIELD = {"max_digits": DELTA_PLACES + 1, "decimal_places": DELTA_PLACES}
+EPSILON_FIELD: dict[str, Any] = {"max_digits": EPSILON_PLACES + 6, "decimal_places": EPSILON_PLACES}
+DELTA_FIELD: dict[str, Any] = {"max_digits": DELTA_PLACES + 1, "decimal_places": DELTA_PLACES}
 
 
 class PrivacyBudget(models.Model):
     """The total ε and δ that differentially private releases of a dataset may spend.
 
-    Set by a privacy officer (``services.budget.set_budget``); what was spent lives in the
+    Set by a privacy officer (``datasets.budget.set_budget``); what was spent lives in the
     ledger (:class:`BudgetEntry`), never here. Spending locks this row.
     """
 

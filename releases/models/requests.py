@@ -82,7 +82,7 @@ class ReleaseRequest(models.Model):
     created_at = models.DateTimeField(auto_now_add=True)
     submitted_at = models.DateTimeField(default=timezone.now)
     started_at = models.DateTimeField(null=True, blank=True)
-    #: Last sign of life from the worker running it (its lease: see services.leases).
+    #: Last sign of life from the worker running it (its lease: see background.leases).
     heartbeat_at = models.DateTimeField(null=True, blank=True)
     #: Runs of this round started; the sweeper retries a lost one up to WORK_MAX_ATTEMPTS.
     attempts = models.PositiveSmallIntegerField(default=0)

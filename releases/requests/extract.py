@@ -4,6 +4,7 @@ part of the request's page and of the release report. Registered from ``Releases
 
 from __future__ import annotations
 
+from releases.datasets import budget
 from releases.datasets.selectors import budget_context
 from releases.models import ReleaseRequest
 from releases.requests import checks, kinds, report, run
@@ -19,6 +20,21 @@ class ExtractKind(kinds.RequestKind):
 
     def checks(self, release_request):
         return checks.checks(release_request)
+
+    def on_approved(self, release_request, officer):
+        # An approved extract goes in its dataset's privacy ledger, outside the DP budget, so
+        # the officers see row-level and differentially private releases of it together.
+        budget.record_row_level_release(
+            release_request.dataset,
+            release_request.requested_by,
+            release_request=release_request,
+            detail={
+                "round": release_request.round,
+                "model": release_request.model_description,
+                "rows": (release_request.summary or {}).get("rows_out"),
+                "approved_by": officer.get_username(),
+            },
+        )
 
     def page(self, user, release_request):
         # The dataset's ledger: its differentially private releases beside this extract.

@@ -4,8 +4,12 @@ privacy models), who receives a release and on which terms, a resubmission, a re
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import Any, cast
 
 from django import forms
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
+from django.db.models import QuerySet
 
 from releases.engine import POPULATION_PARAMS, REGISTRY, EngineError, ParamSpec, PrivacyModel
 from releases.models import ReleaseRequest
@@ -16,6 +20,11 @@ from releases.requests.selectors import (
     recipient_group_choices,
 )
 from releases.requests.services import Sharing, default_terms
+
+
+def offer(form: forms.Form, name: str, queryset: QuerySet) -> None:
+    """The choices of the form's field ``name`` (people, groups): ``queryset``."""
+    cast(forms.ModelMultipleChoiceField, form.fields[name]).queryset = queryset
 
 
 def _param_field(spec: ParamSpec) -> forms.Field:
@@ -135,8 +144,8 @@ class ModelForm(forms.Form):
 
     # --- validation, through the engine
 
-    def clean(self):
-        data = super().clean()
+    def clean(self) -> dict[str, Any]:
+        data = cast(dict[str, Any], super().clean())  # a Form's clean gives its cleaned_data
         chosen: dict = {}
         for name, kind in REGISTRY.items():
             if not data.get(_use_key(name)):
@@ -231,6 +240,10 @@ class JustificationsMixin:
     """One text field per column suggested as a direct identifier that the tagging releases as
     it is: releasing it needs a written reason, kept on the request and shown to officers."""
 
+    # What the form it is mixed into has.
+    fields: dict[str, forms.Field]
+    cleaned_data: dict[str, Any]
+
     def add_justification_fields(self, dataset) -> None:
         self.justified_columns = (
             identifiers_released_unchanged(dataset) if dataset is not None else []
@@ -257,13 +270,13 @@ class ReleaseRequestForm(JustificationsMixin, ModelForm):
     """A release request: the privacy model, who receives it, on which terms, until when."""
 
     recipients = forms.ModelMultipleChoiceField(
-        queryset=ReleaseRequest.recipients.field.related_model.objects.none(),
+        queryset=get_user_model().objects.none(),
         required=False,
         widget=forms.CheckboxSelectMultiple,
         label="Recipients (only they can see and download the release)",
     )
     recipient_groups = forms.ModelMultipleChoiceField(
-        queryset=ReleaseRequest.recipient_groups.field.related_model.objects.none(),
+        queryset=Group.objects.none(),
         required=False,
         widget=forms.CheckboxSelectMultiple,
         label="Recipient groups (their members who are recipients)",
@@ -283,8 +296,8 @@ class ReleaseRequestForm(JustificationsMixin, ModelForm):
 
     def __init__(self, *args, dataset=None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["recipients"].queryset = recipient_choices()
-        self.fields["recipient_groups"].queryset = recipient_group_choices()
+        offer(self, "recipients", recipient_choices())
+        offer(self, "recipient_groups", recipient_group_choices())
         self.fields["terms"].initial = default_terms()
         self.add_justification_fields(dataset)
 
@@ -322,13 +335,13 @@ class SharingForm(forms.Form):
     """Who receives a release and on which terms (the statistics request's part)."""
 
     recipients = forms.ModelMultipleChoiceField(
-        queryset=ReleaseRequest.recipients.field.related_model.objects.none(),
+        queryset=get_user_model().objects.none(),
         required=False,
         widget=forms.CheckboxSelectMultiple,
         label="Recipients (only they can see and download the release)",
     )
     recipient_groups = forms.ModelMultipleChoiceField(
-        queryset=ReleaseRequest.recipient_groups.field.related_model.objects.none(),
+        queryset=Group.objects.none(),
         required=False,
         widget=forms.CheckboxSelectMultiple,
         label="Recipient groups (their members who are recipients)",
@@ -354,8 +367,8 @@ class SharingForm(forms.Form):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["recipients"].queryset = recipient_choices()
-        self.fields["recipient_groups"].queryset = recipient_group_choices()
+        offer(self, "recipients", recipient_choices())
+        offer(self, "recipient_groups", recipient_group_choices())
         self.fields["terms"].initial = default_terms()
 
     def sharing(self) -> Sharing:

@@ -60,6 +60,13 @@ class RequestKind(ABC):
         """The checks as ``user`` may see them (``None``: a report that travels)."""
         return self.checks(release_request)
 
+    def on_approved(self, release_request: ReleaseRequest, officer) -> None:
+        """Inside the approving transaction, once the round is approved."""
+
+    def resubmit_page(self, release_request: ReleaseRequest) -> str | None:
+        """Where the requester edits a resubmission, when it is not the request's page."""
+        return None
+
     def page(self, user, release_request: ReleaseRequest) -> dict:
         """What the officers' and requester's page shows of this kind (beside the common
         parts: checks, votes, rounds, files)."""

@@ -43,7 +43,7 @@ def new_seed() -> int:
     return secrets.randbits(62)
 
 
-def shuffle(data: pd.DataFrame, seed: int) -> np.ndarray:
+def shuffle(data: pd.DataFrame, seed: int | None) -> np.ndarray:
     """The permutation that puts released rows in random order, the same for the same seed.
 
     The input's order (by date, ID or place) must not survive into the extract."""
@@ -139,11 +139,11 @@ def _write_parquet(data: pd.DataFrame, path: Path) -> None:
 
 
 WRITERS = {Format.CSV: _write_csv, Format.XLSX: _write_xlsx, Format.PARQUET: _write_parquet}
-SUFFIXES = {
+SUFFIXES: dict[str, str] = {
     Format.CSV: ".csv",
     Format.XLSX: ".xlsx",
     Format.PARQUET: ".parquet",
-    Format.JSON: ".json",  # a statistics release's (services.statistics)
+    Format.JSON: ".json",  # a statistics release's (statistics.run)
 }
 
 
@@ -167,11 +167,6 @@ def write_package(data: pd.DataFrame, directory: Path) -> dict[str, WrittenFile]
         digest = WRITERS[fmt](data, path)
         out[fmt] = WrittenFile(path, digest or sha256_file(path), path.stat().st_size)
     return out
-
-
-def write_files(data: pd.DataFrame, directory: Path) -> dict[str, Path]:
-    """Write every format the extract can have into ``directory``; {format: local path}."""
-    return {fmt: written.path for fmt, written in write_package(data, directory).items()}
 
 
 def sha256_file(path: Path) -> str:

@@ -104,7 +104,9 @@ def recover_reproduction(reproduction: Reproduction) -> str:
     )
     with transaction.atomic():
         if reproduction.attempts < leases.max_attempts():
-            if not lost.update(state=RState.QUEUED, heartbeat_at=None):
+            if not lost.update(
+                state=rules.REPRODUCTION.target(RState.RUNNING, "retry"), heartbeat_at=None
+            ):
                 return ""
             outbox.enqueue(REPRODUCE_TASK, reproduction.pk)
             return "retried"
@@ -113,14 +115,15 @@ def recover_reproduction(reproduction: Reproduction) -> str:
             f"{reproduction.attempts} times ({recovery.cause(None, None)}). Ask for another "
             "reproduction to try again."
         )
-        if not lost.update(state=RState.FAILED, error=reason, finished_at=timezone.now()):
+        failed = rules.REPRODUCTION.target(RState.RUNNING, "fail")
+        if not lost.update(state=failed, error=reason, finished_at=timezone.now()):
             return ""
         audit.record(
             AuditEvent.Action.REPRODUCED,
             None,
             request=reproduction.request,
             round=reproduction.round,
-            outcome=RState.FAILED,
+            outcome=failed,
             files={},
             reason=reason,
         )

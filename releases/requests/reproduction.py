@@ -7,18 +7,17 @@ files are written to a temporary folder and thrown away: only their hashes are k
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import tempfile
 from pathlib import Path
 
-from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import transaction
-from django.db.models import F
 from django.http import Http404
 from django.utils import timezone
 
-from releases.background import leases, outbox
+from releases.background import jobs, outbox
 from releases.core import audit
 from releases.core.errors import InvalidInput
 from releases.engine import EngineError
@@ -58,23 +57,73 @@ def request_reproduction(user, request_id: int) -> Reproduction:
     return reproduction
 
 
-class ReproductionStopped(Exception):
-    """The reproduction is no longer this process's (its request was deleted, or it was given
-    to another attempt)."""
+class Reproduce(jobs.Job):
+    """Re-run the round and compare; the outcome is stored on the reproduction and audited.
+    Its lease is a run's: the request deleted, or the re-run handed to another attempt, it
+    stops within a heartbeat."""
 
+    model = Reproduction
+    running = RState.RUNNING
+    related = ("request__dataset",)
+    refusals = (EngineError, InvalidInput)
 
-def _finish(reproduction: Reproduction, state: str, outcome: dict, error: str = "") -> None:
-    with transaction.atomic():
-        finished = Reproduction.objects.filter(
-            pk=reproduction.pk, state=RState.RUNNING, worker=reproduction.worker
-        ).update(state=state, outcome=outcome, error=error, finished_at=timezone.now())
-        if not finished:
-            return
+    def claimable(self):
+        return {"state__in": rules.REPRODUCTION.sources("start")}
+
+    def claiming(self, now):
+        return {"state": rules.REPRODUCTION.target_of("start")}
+
+    def soft_limit_message(self) -> str:
+        return run.soft_limit_message()
+
+    def memory_message(self) -> str:
+        return run.memory_message()
+
+    def internal_error_message(self) -> str:
+        return "The re-run stopped because of an internal error (see the worker's log)."
+
+    def log_failure(self) -> None:
+        logger.exception("Reproduction %s failed", self.pk)
+
+    def stopped(self) -> None:
+        logger.info("Reproduction %s stopped: it is no longer this worker's", self.pk)
+
+    def body(self) -> None:
+        reproduction, release_request = self.row, self.row.request
+        if release_request.round != reproduction.round:
+            raise InvalidInput("The request moved on to another round.")
+        expected = {
+            f.format: f.sha256 for f in release_request.files.filter(round=reproduction.round)
+        }
+        got = _rerun(release_request)
+        outcome = {
+            fmt: {"expected": expected.get(fmt, ""), "got": got.get(fmt, "")}
+            for fmt in sorted(set(expected) | set(got))
+        }
+        identical = bool(expected) and all(o["expected"] == o["got"] for o in outcome.values())
+        self._end("find_identical" if identical else "find_different", outcome)
+
+    def fail(self, reason: str) -> None:
+        # No longer this worker's: whoever has it now ends it.
+        with contextlib.suppress(jobs.Stopped):
+            self._end("fail", {}, reason)
+
+    def _end(self, action: str, outcome: dict, error: str = "") -> None:
+        self.outcome = (rules.REPRODUCTION.target_of(action), outcome, error)
+        self.finish(
+            state=rules.REPRODUCTION.target_of(action),
+            outcome=outcome,
+            error=error,
+            finished_at=timezone.now(),
+        )
+
+    def finished(self) -> None:
+        state, outcome, error = self.outcome
         audit.record(
             AuditEvent.Action.REPRODUCED,
             None,
-            request=reproduction.request,
-            round=reproduction.round,
+            request=self.row.request,
+            round=self.row.round,
             outcome=state,
             files=outcome,
             reason=error,
@@ -82,57 +131,8 @@ def _finish(reproduction: Reproduction, state: str, outcome: dict, error: str = 
 
 
 def reproduce(reproduction_id: int) -> Reproduction | None:
-    """Re-run the round and compare; the outcome is stored on the reproduction and audited."""
-    claimed = Reproduction.objects.filter(pk=reproduction_id, state=RState.QUEUED).update(
-        state=RState.RUNNING,
-        heartbeat_at=timezone.now(),
-        attempts=F("attempts") + 1,
-        worker=leases.worker_id(),
-    )
-    reproduction = (
-        Reproduction.objects.select_related("request__dataset").filter(pk=reproduction_id).first()
-    )
-    if not claimed or reproduction is None:
-        return reproduction
-    release_request = reproduction.request
-    if release_request.round != reproduction.round:
-        _finish(reproduction, RState.FAILED, {}, "The request moved on to another round.")
-        return reproduction
-    expected = {f.format: f.sha256 for f in release_request.files.filter(round=reproduction.round)}
-    lease = leases.Lease(
-        Reproduction,
-        reproduction.pk,
-        interrupt=ReproductionStopped,
-        state=RState.RUNNING,
-        worker=reproduction.worker,
-    )
-    try:
-        with lease:
-            got = _rerun(release_request)
-            lease.stop()
-    except ReproductionStopped:
-        logger.info("Reproduction %s stopped: it is no longer this worker's", reproduction_id)
-    except (EngineError, InvalidInput) as exc:
-        _finish(reproduction, RState.FAILED, {}, str(exc))
-    except SoftTimeLimitExceeded:
-        _finish(reproduction, RState.FAILED, {}, run.soft_limit_message())
-    except MemoryError:
-        _finish(reproduction, RState.FAILED, {}, run.memory_message())
-    except Exception:
-        logger.exception("Reproduction %s failed", reproduction_id)
-        _finish(
-            reproduction,
-            RState.FAILED,
-            {},
-            "The re-run stopped because of an internal error (see the worker's log).",
-        )
-    else:
-        outcome = {
-            fmt: {"expected": expected.get(fmt, ""), "got": got.get(fmt, "")}
-            for fmt in sorted(set(expected) | set(got))
-        }
-        identical = bool(expected) and all(o["expected"] == o["got"] for o in outcome.values())
-        _finish(reproduction, RState.IDENTICAL if identical else RState.DIFFERENT, outcome)
+    """The Celery task's body: see :class:`Reproduce`; the reproduction as it ends."""
+    Reproduce(reproduction_id).run()
     return Reproduction.objects.filter(pk=reproduction_id).first()
 
 

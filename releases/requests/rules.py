@@ -1,14 +1,18 @@
-"""The release request's lifecycle: one transition table, and who may do what.
+"""The release request's lifecycle: one transition table, and who may do what; and the table of
+a reproduction's states.
 
-``TRANSITIONS`` maps (state, action) to the next state and to who may act. Every action has a
-pair of functions made from the table and the action's conditions:
+``TRANSITIONS`` maps (state, action) to the next state and to who may act. Every action is
+asked through two functions made from the table and the action's conditions:
 
-* ``can_<action>(user, request) -> bool`` for pages (and :func:`buttons`, which also gives
+* ``can(action, user, request) -> bool`` for pages (and :func:`buttons`, which also gives
   the reason a button is disabled);
-* ``check_<action>(user, request)`` for services, raising ``Http404`` when the request is out
+* ``check(action, user, request)`` for services, raising ``Http404`` when the request is out
   of the user's sight, ``PermissionDenied`` when the user may not do this, and
   ``InvalidInput`` when the request's state (or a condition, such as a vote already cast)
   stops it, each with a sentence for the person.
+
+``can_<action>`` / ``check_<action>`` name them for every action a person takes, and for
+those of the worker that the code asks by name.
 
 Services never re-derive these rules, and neither do views or templates. The worker's steps
 (``start_run``, ``finish_run``, ``fail_run``, ``retry_run``, ``expire``) are actions of the system: their
@@ -27,6 +31,7 @@ from dataclasses import dataclass
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 
+from releases.background.rules import SYSTEM, Table, Transition
 from releases.core import roles
 from releases.core.errors import InvalidInput
 from releases.models import ReleaseRequest, Reproduction, Review, TermsAcceptance
@@ -37,7 +42,6 @@ Kind = ReleaseRequest.Kind
 
 # --- Who ---------------------------------------------------------------------------------------
 
-SYSTEM = "system"
 REQUESTER = "requester"
 REQUESTER_OR_OFFICER = "requester or officer"
 REVIEWER = "reviewer"
@@ -88,14 +92,6 @@ def _who_refuses(who: str, user, release_request: ReleaseRequest, action: Action
 
 
 # --- The table ---------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Transition:
-    #: The state after the action; ``None``: the action does not change the state.
-    target: str | None
-    who: str
-    label: str
 
 
 TRANSITIONS: dict[tuple[str, str], Transition] = {
@@ -180,8 +176,7 @@ def _past_expiry(user, release_request: ReleaseRequest) -> str:
 
 def _no_reproduction_under_way(user, release_request: ReleaseRequest) -> str:
     busy = release_request.reproductions.filter(
-        round=release_request.round,
-        state__in=[Reproduction.State.QUEUED, Reproduction.State.RUNNING],
+        round=release_request.round, state__in=REPRODUCTION_UNDER_WAY
     ).exists()
     if busy:
         return "A reproduction of this round is under way."
@@ -308,24 +303,30 @@ ACTIONS: dict[str, Action] = {
 }
 
 #: Review decisions are the actions of the same names.
-DECISION_ACTIONS = {
+DECISION_ACTIONS: dict[str, str] = {
     Review.Decision.APPROVE: "approve",
     Review.Decision.CHANGES: "request_changes",
     Review.Decision.REJECT: "reject",
 }
 
 
-def sources(action: str) -> list[str]:
-    """The states from which ``action`` is possible."""
-    return [state for (state, name) in TRANSITIONS if name == action]
+TABLE = Table(TRANSITIONS)
+sources = TABLE.sources
+target = TABLE.target
+_who = TABLE.who
+
+#: A round the worker has yet to finish (queued, or running): the page polls it.
+RUN_UNDER_WAY = frozenset({*sources("start_run"), *sources("finish_run")})
+#: A round that ended without a release (its run failed, it was rejected or cancelled).
+ENDED_UNRELEASED = TABLE.targets("fail_run", "reject", "cancel")
 
 
-def target(state: str, action: str) -> str | None:
-    return TRANSITIONS[(state, action)].target
+def run_under_way(release_request: ReleaseRequest) -> bool:
+    return release_request.state in RUN_UNDER_WAY
 
 
-def _who(action: str) -> str:
-    return next(t.who for (_, name), t in TRANSITIONS.items() if name == action)
+def ended_unreleased(release_request: ReleaseRequest) -> bool:
+    return release_request.state in ENDED_UNRELEASED
 
 
 # --- Seeing a request ----------------------------------------------------------------------------
@@ -404,16 +405,8 @@ def can_finish_run(user, release_request) -> bool:
     return can("finish_run", user, release_request)
 
 
-def check_finish_run(user, release_request) -> Transition:
-    return check("finish_run", user, release_request)
-
-
 def can_fail_run(user, release_request) -> bool:
     return can("fail_run", user, release_request)
-
-
-def check_fail_run(user, release_request) -> Transition:
-    return check("fail_run", user, release_request)
 
 
 def can_retry_run(user, release_request) -> bool:
@@ -478,14 +471,6 @@ def can_revoke(user, release_request) -> bool:
 
 def check_revoke(user, release_request) -> Transition:
     return check("revoke", user, release_request)
-
-
-def can_expire(user, release_request) -> bool:
-    return can("expire", user, release_request)
-
-
-def check_expire(user, release_request) -> Transition:
-    return check("expire", user, release_request)
 
 
 def can_accept_terms(user, release_request) -> bool:
@@ -555,6 +540,24 @@ def buttons(user, release_request: ReleaseRequest) -> dict[str, Button]:
         refused = refusal(name, user, release_request)
         if refused is not None and refused[0] is not InvalidInput:
             continue  # not theirs to do: no button at all
-        label = next(t.label for (_, n), t in TRANSITIONS.items() if n == name)
+        label = TABLE.label(name)
         out[name] = Button(name, label, refused is None, refused[1] if refused else "")
     return out
+
+
+# --- A reproduction's states ---------------------------------------------------------------------
+
+RState = Reproduction.State
+
+#: A re-run of a round, by the worker (the sweeper's ``retry`` when its worker died).
+REPRODUCTION = Table(
+    {
+        (RState.QUEUED, "start"): Transition(RState.RUNNING, SYSTEM, "Start the re-run"),
+        (RState.RUNNING, "find_identical"): Transition(RState.IDENTICAL, SYSTEM, "Identical"),
+        (RState.RUNNING, "find_different"): Transition(RState.DIFFERENT, SYSTEM, "Different"),
+        (RState.RUNNING, "fail"): Transition(RState.FAILED, SYSTEM, "Fail the re-run"),
+        (RState.RUNNING, "retry"): Transition(RState.QUEUED, SYSTEM, "Retry the re-run"),
+    }
+)
+#: A reproduction not yet final: no second one of the round is asked for meanwhile.
+REPRODUCTION_UNDER_WAY = frozenset({*REPRODUCTION.sources("start"), *REPRODUCTION.sources("fail")})

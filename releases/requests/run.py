@@ -16,21 +16,27 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import ClassVar, cast
 
 import numpy as np
 import pandas as pd
-from celery.exceptions import SoftTimeLimitExceeded
 from django.conf import settings
 from django.db import connection, models, transaction
-from django.http import Http404
 from django.utils import timezone
 
-from releases.background import leases
+from releases.background import jobs, leases
 from releases.core import audit, figures, storage
 from releases.core.errors import InvalidInput
 from releases.datasets import services as datasets
-from releases.engine import AnonymizationConfig, EngineError, Hierarchy, anonymize
+from releases.engine import (
+    AnonymizationConfig,
+    AnonymizationResult,
+    EngineError,
+    Hierarchy,
+    anonymize,
+)
 from releases.engine.risk import class_sizes_of
+from releases.engine.types import Algorithm
 from releases.models import (
     UNCHANGED_ROLES,
     AuditEvent,
@@ -42,7 +48,6 @@ from releases.models import (
 )
 from releases.requests import package, rules
 from releases.requests.parameters import ReleaseParameters
-from releases.requests.selectors import locked
 
 logger = logging.getLogger(__name__)
 
@@ -53,10 +58,6 @@ PROGRESS_INTERVAL_SECONDS = 0.5
 
 
 SAMPLE_ROWS = 12
-
-
-class RunCancelled(Exception):
-    """The request left the running state while the worker was on it (it was cancelled)."""
 
 
 def released_columns(snapshot: dict, frame: pd.DataFrame | list[str]) -> list[str]:
@@ -109,7 +110,7 @@ def engine_config(
         sensitive=list(snapshot["sensitive"]),
         identifiers=[c for c in snapshot["identifiers"] if c in frame.columns],
         sensitive_hierarchies=sensitive_hierarchies,
-        algorithm=params.algorithm,
+        algorithm=cast(Algorithm, params.algorithm),
         levels=params.levels,
     )
 
@@ -118,7 +119,7 @@ def engine_config(
 class BuiltRelease:
     """A round's result: the engine's, with the released rows in their shuffled order."""
 
-    result: object
+    result: AnonymizationResult
     config: AnonymizationConfig
     data: pd.DataFrame
     #: Per released row, its row in the input (an integer array).
@@ -126,7 +127,11 @@ class BuiltRelease:
 
 
 def build_release(
-    frame: pd.DataFrame, snapshot: dict, params: ReleaseParameters, seed: int, progress=None
+    frame: pd.DataFrame,
+    snapshot: dict,
+    params: ReleaseParameters,
+    seed: int | None,
+    progress=None,
 ) -> BuiltRelease:
     """Anonymize the released columns of ``frame`` and shuffle the rows with ``seed``."""
     released = frame[released_columns(snapshot, frame)]
@@ -137,40 +142,6 @@ def build_release(
     data = result.data.iloc[order].reset_index(drop=True)
     source = np.asarray(result.source_rows)[order]
     return BuiltRelease(result, config, data, source)
-
-
-class _ProgressReporter:
-    """Writes the engine's progress to the request row, at most twice a second; stops the run
-    when the request is no longer running in this process (cancelled, deleted, retried)."""
-
-    def __init__(self, request_id: int) -> None:
-        self.request_id = request_id
-        self.last = 0.0
-
-    def __call__(self, fraction: float, stage: str) -> None:
-        now = time.monotonic()
-        if (
-            now - self.last < PROGRESS_INTERVAL_SECONDS
-            and fraction < 1.0
-            and not leases.pause_wanted(stage, f"request {self.request_id}")
-        ):
-            return
-        self.last = now
-        # The search spans 10%..90%: loading comes before it, writing after.
-        _set_progress(
-            self.request_id, 0.1 + 0.8 * max(0.0, min(1.0, fraction)), stage[:200].capitalize()
-        )
-
-
-def _set_progress(request_id: int, fraction: float, stage: str) -> None:
-    """Report progress (and renew the lease); ``RunCancelled`` when the request is no longer
-    running in this process."""
-    still_running = ReleaseRequest.objects.filter(
-        pk=request_id, state=State.RUNNING, worker=leases.worker_id()
-    ).update(progress=fraction, stage=stage, heartbeat_at=timezone.now())
-    if not still_running:
-        raise RunCancelled()
-    leases.pause_point(stage, f"request {request_id}")
 
 
 def extract_folder(release_request: ReleaseRequest) -> str:
@@ -222,50 +193,6 @@ def _store_package(release_request: ReleaseRequest, data: pd.DataFrame) -> list[
     return files
 
 
-def claim_run(
-    request_id: int, stage: str = "Loading the dataset", progress: float = 0.02
-) -> ReleaseRequest | None:
-    """Take a queued request (extract or statistics) for this process: one more attempt, the
-    process that holds its lease recorded; None when there is nothing to run (deleted,
-    cancelled, or already taken by a message delivered twice)."""
-    with transaction.atomic():
-        try:
-            release_request = locked(request_id)
-        except Http404:
-            logger.info("Request %s: nothing to run (it was deleted)", request_id)
-            return None
-        refused = rules.refusal("start_run", None, release_request)
-        if refused is not None:
-            logger.info("Request %s: nothing to run (%s)", request_id, refused[1])
-            return None
-        release_request.state = rules.target(release_request.state, "start_run")
-        release_request.started_at = release_request.heartbeat_at = timezone.now()
-        release_request.progress = progress
-        release_request.stage = stage
-        release_request.attempts += 1
-        release_request.worker = leases.worker_id()
-        release_request.save(
-            update_fields=[
-                "state",
-                "started_at",
-                "heartbeat_at",
-                "progress",
-                "stage",
-                "attempts",
-                "worker",
-            ]
-        )
-        audit.record(
-            AuditEvent.Action.RUN_START,
-            None,
-            request=release_request,
-            round=release_request.round,
-            attempt=release_request.attempts,
-            worker=release_request.worker,
-        )
-    return release_request
-
-
 def soft_limit_message() -> str:
     return (
         "The run took longer than a worker may spend on one task "
@@ -283,113 +210,6 @@ def memory_message() -> str:
         "stopped. Resubmit with fewer quasi-identifiers or shorter hierarchies, or ask the "
         "administrators to raise the limit."
     )
-
-
-def run_release(request_id: int) -> None:
-    """Anonymize a queued request: write its package, summary and equivalence classes.
-
-    The run holds a lease (``services.leases``) while it works: cancelled, deleted or handed to
-    another attempt, it stops within a heartbeat and leaves nothing behind. Past the soft
-    time limit or the memory ceiling it fails with a reason naming the setting."""
-    release_request = claim_run(request_id)
-    if release_request is None:
-        return
-    lease = leases.Lease(
-        ReleaseRequest,
-        release_request.pk,
-        interrupt=RunCancelled,
-        state=State.RUNNING,
-        worker=release_request.worker,
-    )
-    try:
-        with lease:
-            leases.pause_point(release_request.stage, f"request {release_request.pk}")
-            _run(release_request, lease)
-    except RunCancelled:
-        _stopped(release_request)
-    except SoftTimeLimitExceeded:
-        fail_attempt(release_request, soft_limit_message())
-    except MemoryError:
-        logger.warning("Release request %s ran out of memory", request_id)
-        fail_attempt(release_request, memory_message())
-    except (EngineError, InvalidInput) as exc:
-        fail_attempt(release_request, str(exc))
-    except Exception:
-        logger.exception("Release request %s failed", request_id)
-        fail_attempt(
-            release_request,
-            "The run stopped because of an internal error. The administrators can find the "
-            "details in the worker's log.",
-        )
-
-
-def _run(release_request: ReleaseRequest, lease: leases.Lease) -> None:
-    """The run's body: read the released columns, search, write the package, measure and
-    record the result (each stage's seconds go to the worker's log)."""
-    timer = _StageTimer()
-    params = ReleaseParameters.of(release_request)
-    frame, all_columns = load_released(release_request.dataset, release_request.config)
-    timer.done("read")
-    _set_progress(release_request.pk, 0.1, "Searching for the best generalization")
-    built = build_release(
-        frame,
-        release_request.config,
-        params,
-        release_request.shuffle_seed,
-        progress=_ProgressReporter(release_request.pk),
-    )
-    timer.done("anonymized")
-    _set_progress(release_request.pk, 0.92, "Writing the extract")
-    files = _store_package(release_request, built.data)
-    by_format = {f.format: f for f in files}
-    digest = package.package_digest({f.format: f.sha256 for f in files})
-    timer.done("package written")
-    _set_progress(release_request.pk, 0.95, "Recording the result")
-    summary = _summary(built, release_request, frame, all_columns)
-    classes = _classes(
-        release_request,
-        built.result,
-        params,
-        list(built.config.quasi_identifiers),
-        built.config.sensitive,
-    )
-    timer.done("measured")
-    _set_progress(release_request.pk, 0.97, f"Storing {len(classes):,} equivalence classes")
-    lease.stop()  # from here the conditional write decides: nothing interrupts it
-    with transaction.atomic():
-        finished = ReleaseRequest.objects.filter(
-            pk=release_request.pk,
-            state__in=rules.sources("finish_run"),
-            worker=release_request.worker,
-        ).update(
-            state=rules.target(State.RUNNING, "finish_run"),
-            progress=1.0,
-            stage="Ready for review",
-            finished_at=timezone.now(),
-            extract_path=by_format[ReleaseFile.Format.CSV].path,
-            extract_sha256=by_format[ReleaseFile.Format.CSV].sha256,
-            package_sha256=digest,
-            summary=summary,
-        )
-        if not finished:
-            raise RunCancelled()
-        EquivalenceClass.objects.filter(request=release_request).delete()
-        _store_classes(classes)
-        ReleaseFile.objects.bulk_create(files)
-        audit.record(
-            AuditEvent.Action.RUN_END,
-            None,
-            request=release_request,
-            round=release_request.round,
-            rows_out=built.result.rows_out,
-            suppressed=built.result.suppressed,
-            k_achieved=built.result.achieved_k,
-            sha256=by_format[ReleaseFile.Format.CSV].sha256,
-            package_sha256=digest,
-            files={f.format: f.sha256 for f in files},
-        )
-    timer.done("stored")
-    logger.info("Request %s round %s: %s", release_request.pk, release_request.round, timer)
 
 
 class _StageTimer:
@@ -420,7 +240,7 @@ def _store_classes(classes: list[EquivalenceClass]) -> None:
     quote = connection.ops.quote_name
     statement = "INSERT INTO {} ({}) VALUES ({})".format(
         quote(EquivalenceClass._meta.db_table),
-        ", ".join(quote(f.column) for f in fields),
+        ", ".join(quote(str(f.column)) for f in fields),
         ", ".join(["%s"] * len(fields)),
     )
     json_fields = {f.attname for f in fields if isinstance(f, models.JSONField)}
@@ -441,23 +261,6 @@ def _store_classes(classes: list[EquivalenceClass]) -> None:
     with connection.cursor() as cursor:
         for start in range(0, len(rows), CLASS_BATCH):
             cursor.executemany(statement, rows[start : start + CLASS_BATCH])
-
-
-def _stopped(release_request: ReleaseRequest) -> None:
-    """The request left this process (cancelled, deleted, or given to another attempt): remove
-    what this attempt wrote; record the stop of a cancelled run."""
-    discard_attempt(release_request.pk, release_request.round, release_request.attempts)
-    still_cancelled = ReleaseRequest.objects.filter(
-        pk=release_request.pk, state=State.CANCELLED, round=release_request.round
-    ).exists()
-    if still_cancelled:
-        audit.record(
-            AuditEvent.Action.RUN_CANCELLED,
-            None,
-            request=release_request,
-            round=release_request.round,
-            attempt=release_request.attempts,
-        )
 
 
 def _finite(value):
@@ -642,8 +445,8 @@ def value_counts_by_class(
     if missing or math.prod(cards) >= 2**62:  # not one integer per row: group the frame
         grouped = data.groupby(columns, sort=False, dropna=False, observed=True).size()
         out: dict[tuple[str, ...], dict[str, int]] = {}
-        for key, count in grouped.items():
-            *class_key, value = key
+        for group, count in grouped.items():
+            *class_key, value = cast(tuple, group)
             out.setdefault(tuple(str(k) for k in class_key), {})[str(value)] = int(count)
         return out
     key = np.zeros(len(data), dtype=np.int64)
@@ -718,7 +521,7 @@ def fail_attempt(release_request: ReleaseRequest, reason: str) -> None:
             state__in=rules.sources("fail_run"),
             worker=release_request.worker,
         ).update(
-            state=rules.target(State.RUNNING, "fail_run"),
+            state=rules.TABLE.target_of("fail_run"),
             error=reason,
             stage="Failed",
             finished_at=timezone.now(),
@@ -733,3 +536,187 @@ def fail_attempt(release_request: ReleaseRequest, reason: str) -> None:
             round=release_request.round,
             reason=reason,
         )
+
+
+# --- The run, a job ------------------------------------------------------------------------------
+
+
+class RequestRun(jobs.Job):
+    """The run of a request's round, whatever its kind: claimed through the lifecycle's
+    ``start_run``, failed through ``fail_run``; each kind's run says what it does."""
+
+    model = ReleaseRequest
+    running = State.RUNNING
+    related = ("dataset",)
+    refusals: ClassVar[tuple[type[BaseException], ...]] = (EngineError, InvalidInput)
+    #: The stage and progress the claim writes.
+    first_stage = "Loading the dataset"
+    first_progress = 0.02
+
+    def claimable(self):
+        return {"state__in": rules.sources("start_run")}
+
+    def claiming(self, now):
+        return {
+            "state": rules.TABLE.target_of("start_run"),
+            "started_at": now,
+            "progress": self.first_progress,
+            "stage": self.first_stage,
+        }
+
+    def claimed(self) -> None:
+        audit.record(
+            AuditEvent.Action.RUN_START,
+            None,
+            request=self.row,
+            round=self.row.round,
+            attempt=self.row.attempts,
+            worker=self.row.worker,
+        )
+
+    def work_name(self) -> str:
+        return f"request {self.pk}"
+
+    def soft_limit_message(self) -> str:
+        return soft_limit_message()
+
+    def memory_message(self) -> str:
+        return memory_message()
+
+    def internal_error_message(self) -> str:
+        return (
+            "The run stopped because of an internal error. The administrators can find the "
+            "details in the worker's log."
+        )
+
+    def fail(self, reason: str) -> None:
+        fail_attempt(self.row, reason)
+
+    def finish_run(self, **fields) -> None:
+        """The round is ready for review: the final write, through the lifecycle."""
+        self.finish(
+            state=rules.TABLE.target_of("finish_run"),
+            progress=1.0,
+            stage="Ready for review",
+            finished_at=timezone.now(),
+            **fields,
+        )
+
+
+class _ProgressReporter:
+    """Writes the engine's progress to the request row, at most twice a second; stops the run
+    when the request is no longer running in this process (cancelled, deleted, retried)."""
+
+    def __init__(self, job: jobs.Job) -> None:
+        self.job = job
+        self.last = 0.0
+
+    def __call__(self, fraction: float, stage: str) -> None:
+        now = time.monotonic()
+        if (
+            now - self.last < PROGRESS_INTERVAL_SECONDS
+            and fraction < 1.0
+            and not leases.pause_wanted(stage, self.job.work_name())
+        ):
+            return
+        self.last = now
+        # The search spans 10%..90%: loading comes before it, writing after.
+        self.job.progress(
+            stage[:200].capitalize(), progress=0.1 + 0.8 * max(0.0, min(1.0, fraction))
+        )
+
+
+class ExtractRun(RequestRun):
+    """Anonymize a queued extract: write its package, summary and equivalence classes. Past
+    the soft time limit or the memory ceiling it fails with a reason naming the setting."""
+
+    def start_stage(self) -> str:
+        return self.row.stage
+
+    def log_failure(self) -> None:
+        logger.exception("Release request %s failed", self.pk)
+
+    def stopped(self) -> None:
+        """Remove what this attempt wrote; record the stop of a cancelled run."""
+        release_request = self.row
+        discard_attempt(release_request.pk, release_request.round, release_request.attempts)
+        still_cancelled = ReleaseRequest.objects.filter(
+            pk=release_request.pk,
+            state=rules.TABLE.target_of("cancel"),
+            round=release_request.round,
+        ).exists()
+        if still_cancelled:
+            audit.record(
+                AuditEvent.Action.RUN_CANCELLED,
+                None,
+                request=release_request,
+                round=release_request.round,
+                attempt=release_request.attempts,
+            )
+
+    def body(self) -> None:
+        """Read the released columns, search, write the package, measure and record the
+        result (each stage's seconds go to the worker's log)."""
+        release_request = self.row
+        timer = _StageTimer()
+        params = ReleaseParameters.of(release_request)
+        frame, all_columns = load_released(release_request.dataset, release_request.config)
+        timer.done("read")
+        self.progress("Searching for the best generalization", progress=0.1)
+        built = build_release(
+            frame,
+            release_request.config,
+            params,
+            release_request.shuffle_seed,
+            progress=_ProgressReporter(self),
+        )
+        timer.done("anonymized")
+        self.progress("Writing the extract", progress=0.92)
+        files = _store_package(release_request, built.data)
+        by_format = {f.format: f for f in files}
+        digest = package.package_digest({f.format: f.sha256 for f in files})
+        timer.done("package written")
+        self.progress("Recording the result", progress=0.95)
+        summary = _summary(built, release_request, frame, all_columns)
+        classes = _classes(
+            release_request,
+            built.result,
+            params,
+            list(built.config.quasi_identifiers),
+            built.config.sensitive,
+        )
+        timer.done("measured")
+        self.progress(f"Storing {len(classes):,} equivalence classes", progress=0.97)
+        self.result = (built, files, by_format, digest, classes)
+        self.finish_run(
+            extract_path=by_format[ReleaseFile.Format.CSV].path,
+            extract_sha256=by_format[ReleaseFile.Format.CSV].sha256,
+            package_sha256=digest,
+            summary=summary,
+        )
+        timer.done("stored")
+        logger.info("Request %s round %s: %s", release_request.pk, release_request.round, timer)
+
+    def finished(self) -> None:
+        release_request = self.row
+        built, files, by_format, digest, classes = self.result
+        EquivalenceClass.objects.filter(request=release_request).delete()
+        _store_classes(classes)
+        ReleaseFile.objects.bulk_create(files)
+        audit.record(
+            AuditEvent.Action.RUN_END,
+            None,
+            request=release_request,
+            round=release_request.round,
+            rows_out=built.result.rows_out,
+            suppressed=built.result.suppressed,
+            k_achieved=built.result.achieved_k,
+            sha256=by_format[ReleaseFile.Format.CSV].sha256,
+            package_sha256=digest,
+            files={f.format: f.sha256 for f in files},
+        )
+
+
+def run_release(request_id: int) -> None:
+    """Anonymize a queued request (the Celery task's body): see :class:`ExtractRun`."""
+    ExtractRun(request_id).run()

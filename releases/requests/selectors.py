@@ -7,6 +7,7 @@ for update inside the caller's transaction.
 from __future__ import annotations
 
 from pathlib import PurePath
+from typing import Any, cast
 
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
@@ -32,7 +33,7 @@ from releases.models import (
     Role,
     TermsAcceptance,
 )
-from releases.requests import kinds
+from releases.requests import kinds, rules
 from releases.requests.checks import UNCHANGED_UNIQUE_ROWS_LIMIT
 
 State = ReleaseRequest.State
@@ -94,6 +95,15 @@ def current_approvals(release_request: ReleaseRequest) -> QuerySet[Review]:
         decision=Decision.APPROVE,
         package_sha256=release_request.package_sha256,
     ).select_related("reviewer")
+
+
+def status_flags(release_request: ReleaseRequest) -> dict[str, bool]:
+    """What the pages show of a request's state, from the lifecycle table (templates do not
+    re-derive it): its run is under way (the page polls it), or it ended without a release."""
+    return {
+        "run_under_way": rules.run_under_way(release_request),
+        "ended_unreleased": rules.ended_unreleased(release_request),
+    }
 
 
 def waiting_for_queue(release_request: ReleaseRequest) -> bool:
@@ -189,7 +199,8 @@ def classes_page(
         name, value = applied[0]
         stored = ((release_request.summary or {}).get("class_values") or {}).get(name) or []
         rows.known_count = next((c for v, c, _ in stored if v == value), None)
-    return Paginator(rows, CLASSES_PER_PAGE).get_page(page_number)
+    # Sliced and counted the way a paginator asks: a sequence to it.
+    return Paginator(cast(Any, rows), CLASSES_PER_PAGE).get_page(page_number)
 
 
 class KeysFirst:
@@ -209,7 +220,7 @@ class KeysFirst:
     def __len__(self) -> int:
         return self.count()
 
-    def __getitem__(self, page: slice) -> list:
+    def __getitem__(self, page: slice) -> list[Any]:
         ids = list(self.queryset.values_list("id", flat=True)[page])
         rows = self.queryset.model.objects.in_bulk(ids)
         return [rows[i] for i in ids]
@@ -222,7 +233,7 @@ def class_filter_fields(release_request: ReleaseRequest, filters: dict[str, str]
     summary = release_request.summary or {}
     stored = summary.get("class_values")
     distributions = summary.get("distributions") or {}
-    fields = []
+    fields: list[dict] = []
     for q in release_request.config.get("quasi_identifiers", []):
         name = q["name"]
         chosen = filters.get(name, "")

@@ -9,8 +9,8 @@ worker's (:mod:`releases.requests.run`).
 from __future__ import annotations
 
 import datetime
-import logging
 from dataclasses import dataclass, field
+from typing import cast
 
 import numpy as np
 from django.conf import settings
@@ -40,9 +40,6 @@ from releases.requests import package, rules
 from releases.requests.parameters import ReleaseParameters
 from releases.requests.selectors import ROLE_GROUPS, locked
 
-logger = logging.getLogger(__name__)
-
-State = ReleaseRequest.State
 #: The task that runs an extract's round.
 RUN_TASK = "releases.run_release"
 
@@ -412,8 +409,14 @@ def _new_round(
     release_request.shuffle_seed = package.new_seed()
     open_round(release_request, action)
     release_request.save()
-    transaction.on_commit(lambda: [storage.delete_quietly(p) for p in old_paths])
+    transaction.on_commit(lambda: delete_files(old_paths))
     outbox.enqueue(RUN_TASK, release_request.pk)
+
+
+def delete_files(paths: list[str]) -> None:
+    """Remove a round's files once the transaction that replaced them has committed."""
+    for path in paths:
+        storage.delete_quietly(path)
 
 
 def open_round(release_request: ReleaseRequest, action: str) -> None:
@@ -438,12 +441,12 @@ def open_round(release_request: ReleaseRequest, action: str) -> None:
 
 def cancel(user, request_id: int, reason: str = "") -> ReleaseRequest:
     """Stop a queued or running request: a running one stops within a heartbeat (its lease,
-    ``services.leases``) and keeps nothing."""
+    ``background.leases``) and keeps nothing."""
     with transaction.atomic():
         release_request = locked(request_id)
-        transition = rules.check_cancel(user, release_request)
+        rules.check_cancel(user, release_request)
         was = release_request.state
-        release_request.state = transition.target
+        release_request.state = rules.target(was, "cancel")
         release_request.stage = "Cancelled"
         release_request.finished_at = timezone.now()
         release_request.save(update_fields=["state", "stage", "finished_at"])
@@ -525,10 +528,10 @@ def revoke(user, request_id: int, reason: str) -> ReleaseRequest:
     reason = (reason or "").strip()
     with transaction.atomic():
         release_request = locked(request_id)
-        transition = rules.check_revoke(user, release_request)
+        rules.check_revoke(user, release_request)
         if not reason:
             raise InvalidInput("Give the reason for revoking this release.")
-        release_request.state = transition.target
+        release_request.state = rules.target(release_request.state, "revoke")
         release_request.revoked_at = timezone.now()
         release_request.revoked_by = user
         release_request.revocation_reason = reason
@@ -564,7 +567,7 @@ def expire_due() -> int:
                 None,
                 request=release_request,
                 round=release_request.round,
-                expires_at=release_request.expires_at.isoformat(),
+                expires_at=cast(datetime.date, release_request.expires_at).isoformat(),
             )
             expired += 1
     return expired

@@ -7,6 +7,7 @@ from __future__ import annotations
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import FileResponse, HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -76,7 +77,11 @@ def request_status(request: HttpRequest, request_id: int) -> HttpResponse:
     response = render(
         request,
         "releases/request_detail.html#status",
-        {"req": release_request, "waiting_for_queue": selectors.waiting_for_queue(release_request)},
+        {
+            "req": release_request,
+            "waiting_for_queue": selectors.waiting_for_queue(release_request),
+            **selectors.status_flags(release_request),
+        },
     )
     if release_request.is_settled and _is_htmx(request):
         # The run is over: reload the page once so the result appears; polling stops.
@@ -162,7 +167,7 @@ def _refused(
 
 
 @require_GET
-def download_file(request: HttpRequest, request_id: int, fmt: str = "csv") -> HttpResponse:
+def download_file(request: HttpRequest, request_id: int, fmt: str = "csv") -> HttpResponseBase:
     if fmt not in ReleaseFile.Format.values:
         return HttpResponse(status=404)
     try:

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 from django import forms
+from django.contrib.auth import get_user_model
+from django.contrib.auth.models import Group
 
-from releases.models import ReleaseRequest, Review
+from releases.models import Review
+from releases.requests.forms import offer
 from releases.requests.selectors import recipient_choices, recipient_group_choices
 from releases.requests.services import Additions
 
@@ -16,13 +19,13 @@ class ReviewForm(forms.Form):
     )
     # An approving officer may name more recipients and set the expiry date.
     add_recipients = forms.ModelMultipleChoiceField(
-        queryset=ReleaseRequest.recipients.field.related_model.objects.none(),
+        queryset=get_user_model().objects.none(),
         required=False,
         widget=forms.CheckboxSelectMultiple,
         label="Also name these recipients (on approval)",
     )
     add_recipient_groups = forms.ModelMultipleChoiceField(
-        queryset=ReleaseRequest.recipient_groups.field.related_model.objects.none(),
+        queryset=Group.objects.none(),
         required=False,
         widget=forms.CheckboxSelectMultiple,
         label="Also name these groups (on approval)",
@@ -35,8 +38,8 @@ class ReviewForm(forms.Form):
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.fields["add_recipients"].queryset = recipient_choices()
-        self.fields["add_recipient_groups"].queryset = recipient_group_choices()
+        offer(self, "add_recipients", recipient_choices())
+        offer(self, "add_recipient_groups", recipient_group_choices())
 
     def additions(self) -> Additions:
         data = self.cleaned_data

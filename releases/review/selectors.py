@@ -4,6 +4,8 @@ recipient's page). Nothing here changes state."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from django.core.paginator import Page, Paginator
 from django.db.models import Count, Exists, OuterRef, Q, QuerySet
 
@@ -20,6 +22,7 @@ from releases.requests.selectors import (
     round_files,
     size_chart,
     smallest_class_allowed,
+    status_flags,
     terms_acceptance,
 )
 from releases.review import report
@@ -45,7 +48,7 @@ QUEUE_FILTERS = {
 }
 
 
-def review_queue(user, state: str = "ready") -> QuerySet[ReleaseRequest]:
+def review_queue(user, state: str = "ready") -> QuerySet[Any]:
     """Requests for officers, oldest first, with the officer's own vote on the current round."""
     roles.require(user, roles.OFFICERS, "review release requests")
     condition = QUEUE_FILTERS.get(state, QUEUE_FILTERS["ready"])
@@ -127,18 +130,6 @@ def timeline_page(user, release_request: ReleaseRequest, page_number=None) -> Pa
     return Paginator(timeline_events(user, release_request), EVENTS_PER_PAGE).get_page(page_number)
 
 
-#: What a recipient's timeline shows: the release's life, not how it was prepared.
-RECIPIENT_EVENTS = frozenset(
-    {
-        AuditEvent.Action.REVIEW,
-        AuditEvent.Action.TERMS_ACCEPTED,
-        AuditEvent.Action.DOWNLOAD,
-        AuditEvent.Action.REVOKE,
-        AuditEvent.Action.EXPIRE,
-    }
-)
-
-
 def recipient_events(user, release_request: ReleaseRequest) -> QuerySet[AuditEvent]:
     """A recipient's own acceptance and downloads, and the release's approval, revocation and
     expiry (never comments, which may quote the original), newest first."""
@@ -153,11 +144,6 @@ def recipient_events(user, release_request: ReleaseRequest) -> QuerySet[AuditEve
         .select_related("actor")
         .order_by("-created_at", "-id")
     )
-
-
-def recipient_timeline(user, release_request: ReleaseRequest) -> list[AuditEvent]:
-    """:func:`recipient_events`, oldest first."""
-    return list(reversed(recipient_events(user, release_request)))
 
 
 def activity_page(user, release_request: ReleaseRequest, page_number=None) -> Page:
@@ -179,6 +165,7 @@ def request_page(user, release_request: ReleaseRequest, events_page=None) -> dic
     return {
         **kind.page(user, release_request),
         "req": release_request,
+        **status_flags(release_request),
         "summary": summary,
         "levels": quasi_identifier_levels(release_request, with_examples=True),
         "checks": kind.checks_for(user, release_request) if summary else [],

@@ -24,7 +24,6 @@ from django.utils import timezone
 from releases.background import outbox
 from releases.core import audit, storage
 from releases.core.errors import InvalidInput
-from releases.datasets import budget
 from releases.engine import Check
 from releases.models import AuditEvent, ReleaseRequest, Review
 from releases.requests import downloads, kinds, package, rules
@@ -76,7 +75,7 @@ def review(
                 )
             except ReleaseRequest.DoesNotExist:
                 raise Http404("No such release request.") from None
-            transition = rules.check(action, user, release_request)
+            rules.check(action, user, release_request)
             if decision != Decision.APPROVE and not comment:
                 raise InvalidInput("Give a comment when you request changes or reject.")
             if decision == Decision.APPROVE:
@@ -92,13 +91,13 @@ def review(
                 extract_sha256=release_request.extract_sha256,
                 package_sha256=release_request.package_sha256,
             )
-            new_state = _outcome(release_request, decision, transition)
+            new_state = _outcome(release_request, decision, action)
             if new_state != release_request.state:
                 release_request.state = new_state
                 release_request.decided_at = timezone.now()
                 release_request.save(update_fields=["state", "decided_at"])
                 if new_state == State.APPROVED:
-                    _record_in_ledger(release_request, user)
+                    kinds.of(release_request).on_approved(release_request, user)
             audit.record(
                 AuditEvent.Action.REVIEW,
                 user,
@@ -119,24 +118,6 @@ def review(
             raise InvalidInput("You have already reviewed this round.") from None
         raise
     return release_request
-
-
-def _record_in_ledger(release_request: ReleaseRequest, officer) -> None:
-    """An approved extract goes in its dataset's privacy ledger, outside the DP budget, so the
-    officers see row-level and differentially private releases of the dataset together."""
-    if release_request.kind != ReleaseRequest.Kind.EXTRACT:
-        return  # a statistics release is in the ledger already: its spend
-    budget.record_row_level_release(
-        release_request.dataset,
-        release_request.requested_by,
-        release_request=release_request,
-        detail={
-            "round": release_request.round,
-            "model": release_request.model_description,
-            "rows": (release_request.summary or {}).get("rows_out"),
-            "approved_by": officer.get_username(),
-        },
-    )
 
 
 def _voted_on_current_round(user, request_id: int) -> bool:
@@ -166,9 +147,9 @@ def verify_package(release_request: ReleaseRequest) -> None:
         raise InvalidInput("The stored files no longer match the reviewed package.")
 
 
-def _outcome(release_request: ReleaseRequest, decision: str, transition) -> str:
+def _outcome(release_request: ReleaseRequest, decision: str, action: str) -> str:
     if decision != Decision.APPROVE:
-        return transition.target
+        return rules.target(release_request.state, action)
     # Only approvals of this round, of these exact bytes, count.
     approvals = release_request.reviews.filter(
         round=release_request.round,
@@ -176,7 +157,7 @@ def _outcome(release_request: ReleaseRequest, decision: str, transition) -> str:
         package_sha256=release_request.package_sha256,
     ).count()
     if approvals >= required_approvals():
-        return transition.target
+        return rules.target(release_request.state, action)
     return rules.PARTIAL_APPROVAL_TARGET
 
 

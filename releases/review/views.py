@@ -11,6 +11,7 @@ from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
 from django.http import FileResponse, HttpRequest, HttpResponse
+from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse
 from django.views.decorators.http import require_GET, require_POST
@@ -21,7 +22,7 @@ from releases.core.http import error_page
 from releases.core.http import is_htmx as _is_htmx
 from releases.datasets.selectors import datasets_for
 from releases.models import ReleaseRequest
-from releases.requests import downloads, rules
+from releases.requests import downloads, kinds, rules
 from releases.requests import selectors as request_selectors
 from releases.requests import services as requests
 from releases.requests.forms import ResubmitForm, RevokeForm
@@ -57,7 +58,7 @@ def _request_context(request: HttpRequest, release_request: ReleaseRequest, **ex
     if (
         "resubmit" in context["buttons"]
         and context["buttons"]["resubmit"].enabled
-        and not release_request.is_statistics  # its queries are edited on their own page
+        and kinds.of(release_request).resubmit_page(release_request) is None
     ):
         context["resubmit_form"] = ResubmitForm(
             initial=ResubmitForm.initial_from(release_request), dataset=release_request.dataset
@@ -206,9 +207,9 @@ def request_review(request: HttpRequest, request_id: int) -> HttpResponse:
 @require_POST
 def request_resubmit(request: HttpRequest, request_id: int) -> HttpResponse:
     release_request = request_selectors.get_request_for(request.user, request_id)
-    if release_request.is_statistics:
-        url = reverse("releases:statistics_request", args=[release_request.dataset_id])
-        return redirect(f"{url}?resubmit={release_request.pk}")
+    elsewhere = kinds.of(release_request).resubmit_page(release_request)
+    if elsewhere is not None:
+        return redirect(elsewhere)
     form = ResubmitForm(request.POST, dataset=release_request.dataset)
     if form.is_valid():
         try:
@@ -240,7 +241,7 @@ def report(request: HttpRequest, request_id: int) -> HttpResponse:
 
 
 @require_GET
-def download_report(request: HttpRequest, request_id: int) -> HttpResponse:
+def download_report(request: HttpRequest, request_id: int) -> HttpResponseBase:
     try:
         filename, content = services.download_report(request.user, request_id)
     except downloads.DownloadUnavailable as exc:
@@ -289,9 +290,9 @@ def home(request: HttpRequest) -> HttpResponse:
     context: dict = {}
     if roles.is_steward(user):
         context["datasets"] = datasets_for(user)[:10]
-        context["my_requests"] = request_selectors.visible_requests(user).filter(requested_by=user)[
-            :10
-        ]
+        context["my_requests"] = request_selectors.visible_requests(user).filter(
+            requested_by=user.pk
+        )[:10]
     if roles.is_officer(user):
         context["queue"] = selectors.review_queue(user)[:10]
     if roles.is_recipient(user):

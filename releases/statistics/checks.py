@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-import logging
+from decimal import Decimal
+from typing import cast
 
 from releases.core import roles, storage
 from releases.datasets import budget
@@ -21,10 +22,6 @@ from releases.models import (
 )
 from releases.statistics.queries import amount, column_roles, role_problems
 
-logger = logging.getLogger(__name__)
-
-State = ReleaseRequest.State
-STATISTICS = ReleaseRequest.Kind.STATISTICS
 Format = ReleaseFile.Format
 
 
@@ -170,7 +167,7 @@ def _budget_check(release_request: ReleaseRequest, queries: list[dp.Query]) -> C
         return Check("privacy budget spent", False, "no spend of this round is in the ledger")
     return Check(
         "privacy budget spent",
-        spent.epsilon >= epsilon and spent.delta >= delta,
+        cast(Decimal, spent.epsilon) >= epsilon and cast(Decimal, spent.delta) >= delta,
         f"ε {budget.show(spent.epsilon)}"
         + (f" and δ {budget.show(spent.delta)}" if spent.delta else "")
         + f" spent (line {spent.pk} of the ledger) for the queries' ε {budget.show(epsilon)}"

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from decimal import Decimal
+from typing import cast
 
 from django import forms
 
@@ -80,8 +81,8 @@ class StatisticsQueryForm(forms.Form):
     def __init__(self, *args, columns: list[str] | None = None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         choices = [("", "—"), *((c, c) for c in columns or [])]
-        self.fields["column"].choices = choices
-        self.fields["column2"].choices = choices
+        cast(forms.ChoiceField, self.fields["column"]).choices = choices
+        cast(forms.ChoiceField, self.fields["column2"]).choices = choices
 
     def clean(self):
         data = super().clean()
@@ -108,7 +109,7 @@ class StatisticsQueryForm(forms.Form):
         return data
 
     def _grouping(
-        self, column: str, categories: str, edges: list[float], source: str, level
+        self, column: str, categories: str, edges: list[float], source: str | None, level
     ) -> dict:
         grouping: dict = {"column": column, "source": source or "typed"}
         if _lines(categories):
@@ -198,12 +199,15 @@ class BaseStatisticsQueryFormSet(forms.BaseFormSet):
         return [form.item() if form.is_valid() else None for form in self.forms]
 
 
-StatisticsQueryFormSet = forms.formset_factory(
-    StatisticsQueryForm,
-    formset=BaseStatisticsQueryFormSet,
-    extra=2,
-    max_num=50,
-    absolute_max=60,
+StatisticsQueryFormSet = cast(
+    type[BaseStatisticsQueryFormSet],
+    forms.formset_factory(
+        StatisticsQueryForm,
+        formset=BaseStatisticsQueryFormSet,
+        extra=2,
+        max_num=50,
+        absolute_max=60,
+    ),
 )
 
 

@@ -4,6 +4,8 @@ and of the release report. Registered from ``ReleasesConfig.ready``."""
 
 from __future__ import annotations
 
+from django.urls import reverse
+
 from releases.models import ReleaseRequest
 from releases.requests import kinds
 from releases.statistics import checks, report, run, selectors
@@ -22,6 +24,13 @@ class StatisticsKind(kinds.RequestKind):
 
     def checks_for(self, user, release_request):
         return checks.checks_for(user, release_request)
+
+    # Approval records nothing more: the release is in the dataset's ledger already (its spend).
+
+    def resubmit_page(self, release_request):
+        # Its queries are edited on their own page.
+        url = reverse("releases:statistics_request", args=[release_request.dataset_id])
+        return f"{url}?resubmit={release_request.pk}"
 
     def page(self, user, release_request):
         return selectors.statistics_page(user, release_request)

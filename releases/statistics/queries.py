@@ -7,7 +7,6 @@ column's declared values: public sources; or the data, through OpenDP's private 
 
 from __future__ import annotations
 
-import logging
 from dataclasses import replace
 from decimal import Decimal
 
@@ -17,18 +16,9 @@ from releases.engine import EngineError, dp
 from releases.models import (
     Dataset,
     DatasetColumn,
-    ReleaseFile,
-    ReleaseRequest,
     Role,
 )
 from releases.models.datasets import RELEASED_ROLES
-
-logger = logging.getLogger(__name__)
-
-State = ReleaseRequest.State
-STATISTICS = ReleaseRequest.Kind.STATISTICS
-Format = ReleaseFile.Format
-
 
 #: What the values offered as categories may hold at most (the engine's own limit).
 MAX_OFFERED_CATEGORIES = dp.MAX_CATEGORIES

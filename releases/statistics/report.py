@@ -6,20 +6,11 @@ values only: nothing of the original is in it.
 
 from __future__ import annotations
 
-import logging
-
 from releases.engine import dp
 from releases.models import (
-    ReleaseFile,
     ReleaseRequest,
 )
 from releases.requests.kinds import DONE, NOT_APPLICABLE, OPEN, checklist_item
-
-logger = logging.getLogger(__name__)
-
-State = ReleaseRequest.State
-STATISTICS = ReleaseRequest.Kind.STATISTICS
-Format = ReleaseFile.Format
 
 
 def methods(result: dict) -> list[dict]:

@@ -13,15 +13,11 @@ import io
 import json
 import logging
 from decimal import Decimal
-from typing import Any
+from typing import Any, cast
 
 import pandas as pd
-from celery.exceptions import SoftTimeLimitExceeded
 from django.core.exceptions import PermissionDenied
-from django.db import transaction
-from django.utils import timezone
 
-from releases.background import leases
 from releases.core import audit, storage
 from releases.core.errors import InvalidInput
 from releases.datasets import budget
@@ -31,23 +27,17 @@ from releases.engine.export import write_csv
 from releases.models import (
     AuditEvent,
     BudgetEntry,
+    Dataset,
     ReleaseFile,
     ReleaseRequest,
 )
 from releases.requests import package, rules
-from releases.requests.run import (
-    RunCancelled,
-    claim_run,
-    fail_attempt,
-    memory_message,
-    soft_limit_message,
-)
+from releases.requests.run import RequestRun
 from releases.statistics.queries import amount, check_columns, dataset_columns, describe
 from releases.statistics.report import methods
 
 logger = logging.getLogger(__name__)
 
-State = ReleaseRequest.State
 STATISTICS = ReleaseRequest.Kind.STATISTICS
 Format = ReleaseFile.Format
 
@@ -76,14 +66,6 @@ def _stored_queries(release_request: ReleaseRequest) -> list[dp.Query]:
     return queries
 
 
-def _progress(request_id: int, fraction: float, stage: str) -> None:
-    still_running = ReleaseRequest.objects.filter(
-        pk=request_id, state=State.RUNNING, worker=leases.worker_id()
-    ).update(progress=fraction, stage=stage, heartbeat_at=timezone.now())
-    if not still_running:
-        raise RunCancelled()
-
-
 def _spend(release_request: ReleaseRequest, queries: list[dp.Query]) -> BudgetEntry:
     """The round's spend: made now (committed before any noise is drawn), or the one this
     round already made when the task is delivered a second time."""
@@ -107,8 +89,12 @@ def _spend(release_request: ReleaseRequest, queries: list[dp.Query]) -> BudgetEn
 
 def _budget_figures(entry: BudgetEntry) -> dict:
     """The budget around a spend: the total in force, what remained before and after it."""
-    total = entry.epsilon + entry.epsilon_remaining
-    budget_row = budget.budget_of(entry.dataset) if entry.dataset_id else None
+    # A spend has its ε and δ, and what remained after it.
+    epsilon, delta = cast(Decimal, entry.epsilon), cast(Decimal, entry.delta)
+    epsilon_left = cast(Decimal, entry.epsilon_remaining)
+    delta_left = cast(Decimal, entry.delta_remaining)
+    total = epsilon + epsilon_left
+    budget_row = budget.budget_of(cast(Dataset, entry.dataset)) if entry.dataset_id else None
     return {
         "entry": entry.pk,
         "spent_at": entry.created_at.isoformat(),
@@ -116,7 +102,7 @@ def _budget_figures(entry: BudgetEntry) -> dict:
         "delta": budget.show(entry.delta),
         "before": budget.show(total),
         "after": budget.show(entry.epsilon_remaining),
-        "delta_before": budget.show(entry.delta + entry.delta_remaining),
+        "delta_before": budget.show(delta + delta_left),
         "delta_after": budget.show(entry.delta_remaining),
         "total": budget.show(budget_row.epsilon_total) if budget_row else None,
         "delta_total": budget.show(budget_row.delta_total) if budget_row else None,
@@ -218,115 +204,94 @@ def _discard(files: list[ReleaseFile]) -> None:
         storage.delete_quietly(stored.path)
 
 
-def run_statistics(request_id: int) -> None:
+class StatisticsRun(RequestRun):
     """Spend, then draw the noise once and store the tables: the round is ready for review.
 
     The spend commits before any noise is drawn; a run that fails or is cancelled after it
-    keeps its spend (and says so on its page and in the ledger)."""
-    release_request = claim_run(request_id, stage="Spending the privacy budget", progress=0.05)
-    if release_request is None:
-        return
-    files: list[ReleaseFile] = []
-    # A lease like a row-level run's: cancelled, deleted or handed to another attempt, the run
-    # stops within a heartbeat; its process killed, the sweeper retries or fails it.
-    lease = leases.Lease(
-        ReleaseRequest,
-        release_request.pk,
-        interrupt=RunCancelled,
-        state=State.RUNNING,
-        worker=release_request.worker,
-    )
-    try:
-        with lease:
-            _run(release_request, lease, files)
-    except RunCancelled:
-        _discard(files)
-        if ReleaseRequest.objects.filter(pk=release_request.pk, state=State.CANCELLED).exists():
+    keeps its spend (and says so on its page and in the ledger). Its lease is a row-level
+    run's: cancelled, deleted or handed to another attempt, the run stops within a heartbeat;
+    its process killed, the sweeper retries or fails it."""
+
+    refusals = (EngineError, InvalidInput, PermissionDenied)
+    first_stage = "Spending the privacy budget"
+    first_progress = 0.05
+
+    def __init__(self, pk: int) -> None:
+        super().__init__(pk)
+        self.files: list[ReleaseFile] = []
+
+    def log_failure(self) -> None:
+        logger.exception("Statistics release %s failed", self.pk)
+
+    def stopped(self) -> None:
+        _discard(self.files)
+        if ReleaseRequest.objects.filter(
+            pk=self.pk, state=rules.TABLE.target_of("cancel")
+        ).exists():
             audit.record(
-                AuditEvent.Action.RUN_CANCELLED,
-                None,
-                request=release_request,
-                round=release_request.round,
+                AuditEvent.Action.RUN_CANCELLED, None, request=self.row, round=self.row.round
             )
-    except (EngineError, InvalidInput, PermissionDenied) as exc:
-        _discard(files)
-        _fail(release_request, str(exc))
-    except SoftTimeLimitExceeded:
-        _discard(files)
-        _fail(release_request, soft_limit_message())
-    except MemoryError:
-        _discard(files)
-        _fail(release_request, memory_message())
-    except Exception:
-        logger.exception("Statistics release %s failed", request_id)
-        _discard(files)
-        _fail(
-            release_request,
-            "The run stopped because of an internal error. The administrators can find the "
-            "details in the worker's log.",
-        )
 
+    def fail(self, reason: str) -> None:
+        _discard(self.files)
+        spent = budget.spend_of_round(self.row, self.row.round)
+        if spent is not None:
+            reason += (
+                f" The privacy budget was spent all the same (ε {budget.show(spent.epsilon)})."
+            )
+        super().fail(reason)
 
-def _run(release_request: ReleaseRequest, lease: leases.Lease, files: list[ReleaseFile]) -> None:
-    """The run's body: spend, draw the noise, store the tables, record the result."""
-    queries = _stored_queries(release_request)
-    # The roles as they are now: a column made an identifier or withheld since the request
-    # is refused before anything is spent.
-    check_columns(release_request.dataset, queries)
-    entry = _spend(release_request, queries)
-    _progress(release_request.pk, 0.3, "Drawing the noise (once)")
-    frame = _frame(release_request, queries)
-    result = dp.run_release(frame, queries)
-    counted = dp.true_counts(frame, queries, result)
-    _progress(release_request.pk, 0.8, "Writing the tables")
-    files.extend(_store(release_request, result))
-    by_format = {f.format: f for f in files}
-    digest = package.package_digest({f.format: f.sha256 for f in files})
-    summary = {
-        "kind": STATISTICS,
-        "result": result.to_dict(),
-        "result_sha256": result.sha256,
-        "epsilon": budget.show(Decimal(repr(result.epsilon))),
-        "delta": budget.show(Decimal(repr(result.delta))),
-        "budget": _budget_figures(entry),
-        # Exact counts behind the published cells: for the officers' review, never released.
-        "true_counts": counted,
-    }
-    lease.stop()  # from here the conditional write decides
-    with transaction.atomic():
-        finished = ReleaseRequest.objects.filter(
-            pk=release_request.pk,
-            state__in=rules.sources("finish_run"),
-            worker=release_request.worker,
-        ).update(
-            state=rules.target(State.RUNNING, "finish_run"),
-            progress=1.0,
-            stage="Ready for review",
-            finished_at=timezone.now(),
+    def body(self) -> None:
+        """Spend, draw the noise, store the tables, record the result."""
+        release_request = self.row
+        queries = _stored_queries(release_request)
+        # The roles as they are now: a column made an identifier or withheld since the request
+        # is refused before anything is spent.
+        check_columns(release_request.dataset, queries)
+        entry = _spend(release_request, queries)
+        self.progress("Drawing the noise (once)", progress=0.3)
+        frame = _frame(release_request, queries)
+        result = dp.run_release(frame, queries)
+        counted = dp.true_counts(frame, queries, result)
+        self.progress("Writing the tables", progress=0.8)
+        self.files.extend(_store(release_request, result))
+        by_format = {f.format: f for f in self.files}
+        digest = package.package_digest({f.format: f.sha256 for f in self.files})
+        summary = {
+            "kind": STATISTICS,
+            "result": result.to_dict(),
+            "result_sha256": result.sha256,
+            "epsilon": budget.show(Decimal(repr(result.epsilon))),
+            "delta": budget.show(Decimal(repr(result.delta))),
+            "budget": _budget_figures(entry),
+            # Exact counts behind the published cells: for the officers' review, never released.
+            "true_counts": counted,
+        }
+        self.result = (result, by_format, digest, summary)
+        self.finish_run(
             extract_path=by_format[Format.CSV].path,
             extract_sha256=by_format[Format.CSV].sha256,
             package_sha256=digest,
             summary=summary,
         )
-        if not finished:
-            raise RunCancelled()
-        ReleaseFile.objects.bulk_create(files)
+
+    def finished(self) -> None:
+        result, by_format, digest, summary = self.result
+        ReleaseFile.objects.bulk_create(self.files)
         audit.record(
             AuditEvent.Action.RUN_END,
             None,
-            request=release_request,
-            round=release_request.round,
+            request=self.row,
+            round=self.row.round,
             kind=STATISTICS,
             epsilon=summary["epsilon"],
             result_sha256=result.sha256,
             sha256=by_format[Format.CSV].sha256,
             package_sha256=digest,
-            files={f.format: f.sha256 for f in files},
+            files={f.format: f.sha256 for f in self.files},
         )
 
 
-def _fail(release_request: ReleaseRequest, reason: str) -> None:
-    spent = budget.spend_of_round(release_request, release_request.round)
-    if spent is not None:
-        reason += f" The privacy budget was spent all the same (ε {budget.show(spent.epsilon)})."
-    fail_attempt(release_request, reason)
+def run_statistics(request_id: int) -> None:
+    """The Celery task's body: see :class:`StatisticsRun`."""
+    StatisticsRun(request_id).run()

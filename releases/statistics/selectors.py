@@ -67,11 +67,13 @@ def budgets_overview(user, page_number=None) -> Page:
     page = Paginator(datasets, BUDGETS_PER_PAGE).get_page(page_number)
     for dataset in page:
         try:
-            dataset.budget = dataset.privacy_budget
+            found: PrivacyBudget | None = dataset.privacy_budget
         except PrivacyBudget.DoesNotExist:
-            dataset.budget = None
-        dataset.epsilon_remaining = (
-            dataset.budget.epsilon_total - dataset.epsilon_spent if dataset.budget else None
+            found = None
+        spent = vars(dataset)["epsilon_spent"]  # the query's annotation
+        # What the overview's rows show besides the model's fields.
+        vars(dataset).update(
+            budget=found, epsilon_remaining=found.epsilon_total - spent if found else None
         )
     return page
 
@@ -163,16 +165,10 @@ def statistics_page(user, release_request: ReleaseRequest, ledger_page_number=No
     }
 
 
-def recipient_tables(release_request: ReleaseRequest) -> list[dict]:
-    """A recipient's view of the results: the same noisy numbers the officers approved."""
-    return result_tables(release_request.summary or {})
-
-
 __all__ = [
     "budgets_overview",
     "dataset_for_budget",
     "planned_queries",
-    "recipient_tables",
     "result_tables",
     "statistics_page",
 ]

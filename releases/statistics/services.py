@@ -28,14 +28,13 @@ only, the true rows behind each published cell) and the hierarchy a steward's la
 
 from __future__ import annotations
 
-import logging
 from dataclasses import dataclass
 from decimal import Decimal
 
 from django.db import transaction
 
 from releases.background import outbox
-from releases.core import audit, storage
+from releases.core import audit
 from releases.core.errors import InvalidInput
 from releases.datasets import budget
 from releases.datasets import services as datasets
@@ -49,23 +48,17 @@ from releases.models import (
 )
 from releases.requests import rules
 from releases.requests.selectors import locked
-from releases.requests.services import Sharing, default_terms, open_round, validate_sharing
+from releases.requests.services import (
+    Sharing,
+    default_terms,
+    delete_files,
+    open_round,
+    validate_sharing,
+)
 from releases.statistics.queries import amount, dataset_columns, describe, parse_queries
 
-logger = logging.getLogger(__name__)
-
-State = ReleaseRequest.State
 STATISTICS = ReleaseRequest.Kind.STATISTICS
-Format = ReleaseFile.Format
 TASK = "releases.run_statistics"
-
-
-def is_statistics(release_request: ReleaseRequest) -> bool:
-    return release_request.kind == STATISTICS
-
-
-def is_statistics_request(request_id: int) -> bool:
-    return ReleaseRequest.objects.filter(pk=request_id, kind=STATISTICS).exists()
 
 
 # --- Queries ---------------------------------------------------------------------------------
@@ -203,7 +196,7 @@ def resubmit(user, request_id: int, items: list[dict], response: str) -> Release
     with transaction.atomic():
         release_request = locked(request_id)
         rules.check_resubmit(user, release_request)
-        if not is_statistics(release_request):
+        if not release_request.is_statistics:
             raise InvalidInput("This request is an extract: resubmit it with a privacy model.")
         if not response:
             raise InvalidInput("Answer the reviewers' comments before resubmitting.")
@@ -253,7 +246,7 @@ def resubmit(user, request_id: int, items: list[dict], response: str) -> Release
             queries=describe(queries),
             epsilon=budget.show(epsilon),
         )
-        transaction.on_commit(lambda: [storage.delete_quietly(p) for p in old_paths])
+        transaction.on_commit(lambda: delete_files(old_paths))
         outbox.enqueue(TASK, release_request.pk)
     return release_request
 

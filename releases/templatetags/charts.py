@@ -156,7 +156,7 @@ def size_histogram(chart: dict, name: str = "") -> SafeString:
     if not bins:
         return mark_safe('<p class="muted">No classes.</p>')
     before = chart.get("has_before")
-    band = 40
+    band: float = 40
     left, right, top, bottom, plot_h = 58, 16, 30, 46, 150
     width = max(480, left + right + band * len(bins))
     band = (width - left - right) / len(bins)

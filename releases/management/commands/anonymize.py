@@ -9,7 +9,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
-from typing import Any
+from typing import Any, TextIO, cast
 
 from django.core.management.base import BaseCommand, CommandError
 
@@ -38,7 +38,10 @@ class Command(BaseCommand):
         # command line to the engine's parser, which reports errors in one line, status 2.
         prog = f"{os.path.basename(argv[0])} {argv[1]}"
         status = cli.run(
-            _without_django_options(argv[2:]), stdout=self.stdout, stderr=self.stderr, prog=prog
+            _without_django_options(argv[2:]),
+            stdout=cast(TextIO, self.stdout),
+            stderr=cast(TextIO, self.stderr),
+            prog=prog,
         )
         if status:
             sys.exit(status)
@@ -49,6 +52,6 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            cli.execute([*args, *options.get("argv", [])], stdout=self.stdout)
+            cli.execute([*args, *options.get("argv", [])], stdout=cast(TextIO, self.stdout))
         except cli.CliError as exc:
             raise CommandError(" ".join(str(exc).split()), returncode=cli.EXIT_ERROR) from None
