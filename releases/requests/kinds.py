@@ -62,6 +62,7 @@ class RequestKind(ABC):
 
     def on_approved(self, release_request: ReleaseRequest, officer) -> None:
         """Inside the approving transaction, once the round is approved."""
+        return None  # Optional hook: most kinds have nothing to add.
 
     def resubmit_page(self, release_request: ReleaseRequest) -> str | None:
         """Where the requester edits a resubmission, when it is not the request's page."""
