@@ -223,7 +223,7 @@ def _as_numbers(labels: Sequence[str], counts: np.ndarray) -> np.ndarray | None:
     number or empty, and two or more numbers differ; else None. A code written with leading
     zeros (a ZIP code, "02139") is not a number."""
     values = pd.to_numeric(pd.Series(list(labels), dtype=object), errors="coerce")
-    values = values.to_numpy(dtype=float)
+    values = values.to_numpy(dtype=float, copy=True)  # written below (NaN for the empty value)
     occurs = counts > 0
     empty = np.array([str(label).strip() == "" for label in labels], dtype=bool)
     if np.isnan(values[occurs & ~empty]).any():

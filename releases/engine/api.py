@@ -39,7 +39,8 @@ def _as_text(column: pd.Series) -> pd.Series:
             return column
         return column.astype(object).where(column.notna(), "").astype(str)
     if pd.api.types.infer_dtype(column, skipna=False) == "string":
-        return column
+        # pandas' str dtype is inferred as "string" even when it holds missing values (NaN).
+        return column.fillna("") if column.hasnans else column
     return column.where(column.notna(), "").astype(str)
 
 
