@@ -290,6 +290,23 @@ def test_profile_from_counts_matches_the_profile_of_the_rows():
     ] - int(counts.get("x", 0))
 
 
+@pytest.mark.parametrize(
+    ("values", "order"),
+    [
+        (["2020-01-01", "1500-01-01", "2300-05-05", "2021-06-01", ""], "ymd"),
+        (["01/01/2020", "01/01/1500", "05/05/2300", "01/06/2021", ""], "dmy"),
+    ],
+)
+def test_a_date_profile_reads_dates_from_1677_to_2262(values, order):
+    # The range profiles have always read as dates (datetime64[ns]); others are counted apart.
+    from releases.services import profiling
+
+    profile = profiling.column_profile(pd.Series(values * 3, dtype=object), "date", order)
+    assert profile["warnings"] == ["6 values are not dates in this format."]
+    assert (profile["min"], profile["max"]) == ("2020-01-01", "2021-06-01")
+    assert sum(b["count"] for b in profile["chart"]["bins"]) == 6
+
+
 def test_profiling_reaches_100_percent_and_stores_every_column(steward):
     header = ",".join(f"c{i}" for i in range(300))
     body = "\n".join(",".join(str((r * i) % 7) for i in range(300)) for r in range(20))
