@@ -73,6 +73,7 @@ from . import metrics
 from .criteria import Classes, DataContext
 from .privacy import SensitiveCounts
 from .risk import class_sizes_of, risk_summary
+from .summation import block_mean, block_sum
 from .types import (
     SUPPRESSED_VALUE,
     AnonymizationConfig,
@@ -504,14 +505,14 @@ def _build_result(
         part_labels.append(labels)
         codes, _ = pd.factorize(labels)
         label_codes[:, j] = codes
-        loss_per_attribute[q.name] = float(cell_loss[row_part].mean())
-        precision_cells += float(cell_precision[row_part].sum())
-        mean_shares.append(float(cell_share[row_part].mean()))
+        loss_per_attribute[q.name] = block_mean(cell_loss[row_part])
+        precision_cells += block_sum(cell_precision[row_part])
+        mean_shares.append(block_mean(cell_share[row_part]))
         min_shares.append(low_share)
         entropy.append(metrics.non_uniform_entropy(q.codes, codes[row_part]))
         frequency = np.bincount(q.codes).astype(float)
         frequency = frequency[frequency > 0]
-        entropy_max.append(float(-(frequency * np.log2(frequency / n)).sum()))
+        entropy_max.append(-block_sum(frequency * np.log2(frequency / n)))
 
     # Partitions with identical released values form one equivalence class of the extract.
     _, part_class = np.unique(label_codes, axis=0, return_inverse=True)

@@ -65,6 +65,7 @@ import numpy as np
 import pandas as pd
 
 from .errors import EngineError
+from .summation import block_sum
 
 __all__ = [
     "ESTIMATORS",
@@ -320,10 +321,10 @@ def snb(hist: _Histogram, population: int) -> float:
     f = hist.n / population
     s, cnt = hist.sizes, hist.counts
     with np.errstate(all="ignore"):
-        var1 = float((s * f * f * (1 - f * f) ** (s - 1) * cnt).sum())
-        var2 = float(((1 - f) ** s * cnt * (1 + f) ** s - 1).sum())  # as ARX computes it
-        var3 = float(((1 - f) ** s * cnt).sum())
-        var4 = float((s * f * (1 - f) ** (s - 1) * cnt).sum())
+        var1 = block_sum(s * f * f * (1 - f * f) ** (s - 1) * cnt)
+        var2 = block_sum((1 - f) ** s * cnt * (1 + f) ** s - 1)  # as ARX computes it
+        var3 = block_sum((1 - f) ** s * cnt)
+        var4 = block_sum(s * f * (1 - f) ** (s - 1) * cnt)
         k = hist.u + c1 * (var1 / var2) * (var3 / var4) ** 2
     if not math.isfinite(k):
         return math.nan
@@ -598,7 +599,7 @@ def risk_summary(
     big_n = int(population_size if population_size is not None else population.size(n))  # type: ignore[union-attr]
     big_n = max(big_n, n)
     risk = expected_inverse_population_size(sizes, n / big_n)
-    marketer = float((sizes * risk).sum()) / n
+    marketer = block_sum(sizes * risk) / n
     journalist = AttackerRisk(
         float(risk.max()),
         max(float(sizes.size) / big_n, marketer),
