@@ -46,13 +46,14 @@ def _as_text(column: pd.Series) -> pd.Series:
 
 def _released_column(
     labels: list[str], codes: np.ndarray, categorical: bool
-) -> pd.Categorical | np.ndarray:
+) -> pd.Categorical | pd.Series:
     """A generalized quasi-identifier: its labels taken by code. A Categorical column stays one
     (of the labels that occur) so that millions of rows cost a small code each; other columns
-    are object strings as before (callers group on them without ``observed=True``)."""
+    are object strings as before (callers group on them without ``observed=True``): an object
+    Series, which pandas 3 keeps as it is (an array would be copied into its str dtype)."""
     if categorical and len(set(labels)) == len(labels):
         return pd.Categorical.from_codes(codes, categories=labels).remove_unused_categories()
-    return np.array(labels, dtype=object)[codes]
+    return pd.Series(np.array(labels, dtype=object)[codes], dtype=object, copy=False)
 
 
 def _kept(column: pd.Series, keep_rows: np.ndarray, dropped: bool):
@@ -60,7 +61,8 @@ def _kept(column: pd.Series, keep_rows: np.ndarray, dropped: bool):
     if isinstance(column.dtype, pd.CategoricalDtype):
         kept = column.array[keep_rows]
         return kept.remove_unused_categories() if dropped else kept
-    if isinstance(column.dtype, pd.ArrowDtype):  # Arrow strings stay Arrow (no object per cell)
+    if isinstance(column.dtype, pd.ArrowDtype | pd.StringDtype):
+        # Arrow strings (pandas' str dtype too) stay Arrow: no Python object per cell.
         return column.array[keep_rows] if dropped else column.array
     return column.to_numpy()[keep_rows]
 
@@ -253,7 +255,8 @@ def anonymize(
                 kept_table_codes[:, i]
             ]
             for i, q in enumerate(qis)
-        }
+        },
+        dtype=object,  # the labels as they are (pandas 3 would copy them into its str dtype)
     )
     released = table.classes().subset(keep_classes)
     for name, values in model.class_columns(released, context).items():

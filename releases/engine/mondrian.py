@@ -174,7 +174,10 @@ class _QI:
 
 
 def _encode_qi(name: str, column: pd.Series, hierarchy: Any) -> _QI:
-    distinct = pd.unique(column.to_numpy(dtype=object))
+    # Each row's distinct value (in order of first appearance), then one code per distinct
+    # value: a lookup per value, not per row (pandas 3's str columns map cell by cell).
+    value_of_row, uniques = pd.factorize(column, sort=False)
+    distinct = np.asarray(uniques, dtype=object)
     numbers = pd.to_numeric(pd.Series(distinct, dtype=object), errors="coerce").to_numpy(
         dtype=float
     )
@@ -190,7 +193,7 @@ def _encode_qi(name: str, column: pd.Series, hierarchy: Any) -> _QI:
         first_label: dict[int, str] = {}
         for lab, r in zip(labels, ranks, strict=True):
             first_label.setdefault(int(r), lab)
-        codes = column.map(lookup).to_numpy(dtype=np.int64)
+        codes = np.array([lookup[str(v)] for v in distinct], dtype=np.int64)[value_of_row]
         return _QI(
             name,
             True,
@@ -201,7 +204,7 @@ def _encode_qi(name: str, column: pd.Series, hierarchy: Any) -> _QI:
     rows = _hierarchy_rows(hierarchy)
     ordered, nodes = _ordered_tree([str(v) for v in distinct], rows, name)
     lookup_c = {v: i for i, v in enumerate(ordered)}
-    codes = column.map(lookup_c).to_numpy(dtype=np.int64)
+    codes = np.array([lookup_c[str(v)] for v in distinct], dtype=np.int64)[value_of_row]
     # Labels of every node (from the hierarchy rows), and each node's code interval.
     height = nodes.shape[0] - 1
     by_value = {}
@@ -525,8 +528,11 @@ def _build_result(
 
     data_out = released.copy()
     for j, q in enumerate(qis):
-        data_out[q.name] = part_labels[j][row_part]
-    classes = pd.DataFrame({q.name: part_labels[j][first_part] for j, q in enumerate(qis)})
+        # Object strings as before: pandas 3 would copy an array of them into its str dtype.
+        data_out[q.name] = pd.Series(part_labels[j][row_part], index=data_out.index, dtype=object)
+    classes = pd.DataFrame(
+        {q.name: part_labels[j][first_part] for j, q in enumerate(qis)}, dtype=object
+    )
     extract_classes = Classes(
         sizes,
         {
