@@ -1,5 +1,6 @@
 # Two commands: `make run` (the app with Redis and a Celery worker on http://127.0.0.1:8000)
-# and `make test` (the whole suite). Both set up .venv on first use.
+# and `make test` (the whole suite); `make test-fast` runs the tests that need no process,
+# browser or PostgreSQL (about a minute). All set up .venv on first use.
 PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || command -v python3.13 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
@@ -7,7 +8,7 @@ PY := $(VENV)/bin/python
 # pandas and numpy than the app: they live in a venv of their own.
 PYCANON_VENV := .venv-pycanon
 
-.PHONY: run test test-second-python install install-test pycanon-env lint format screenshots bench bench-io bench-web bench-pages bench-load clean
+.PHONY: run test test-fast test-parallel test-serial test-second-python install install-test pycanon-env lint format screenshots bench bench-io bench-web bench-pages bench-load clean
 
 $(VENV)/.installed-run: pyproject.toml
 	@scripts/check-python.sh "$(PYTHON)"
@@ -37,10 +38,32 @@ pycanon-env: $(PYCANON_VENV)/.installed
 run: install
 	@scripts/run-dev.sh
 
+# pytest-xdist processes (-n): one per core by default.
+TEST_WORKERS ?= auto
+# Tests that must not share the machine with others (timing-sensitive chaos and load runs) run
+# alone, after the parallel pass.
+SERIAL := chaos or load
+
+# The whole suite: in parallel where safe, then the serial tests, then the engine's tests on a
+# second Python.
 test: install-test
-	@scripts/ensure-system-packages.sh redis-server chromium
-	$(PY) -m pytest
+	@scripts/ensure-system-packages.sh redis-server chromium postgresql
+	@$(MAKE) --no-print-directory test-parallel
+	@$(MAKE) --no-print-directory test-serial
 	@$(MAKE) --no-print-directory test-second-python
+
+# Browser tests that share the session's app stack run on one worker (xdist_group "stack"),
+# which starts it once.
+test-parallel: install-test
+	$(PY) -m pytest -n $(TEST_WORKERS) --dist loadgroup -m "not ($(SERIAL))"
+
+test-serial: install-test
+	$(PY) -m pytest -m "$(SERIAL)"
+
+# The fast tier: no process, browser or PostgreSQL; a test that starts a process without a
+# full-tier marker fails here (tests/support/tiers.py).
+test-fast: install-test
+	$(PY) -m pytest --fast -n $(TEST_WORKERS)
 
 # The engine's tests again on a second supported Python (3.11-3.13), when the machine has one.
 test-second-python:
@@ -49,11 +72,12 @@ test-second-python:
 	echo "Engine tests on $$alt"; \
 	scripts/make-venv.sh "$$alt" .venv-alt && \
 	.venv-alt/bin/python -m pip install --quiet --disable-pip-version-check -e '.[test]' && \
-	.venv-alt/bin/python -m pytest -q -p no:cacheprovider tests/engine tests/test_tabular.py
+	.venv-alt/bin/python -m pytest -q -p no:cacheprovider -n $(TEST_WORKERS) tests/engine tests/test_tabular.py
 
 lint: install-test
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
+	$(VENV)/bin/mypy releases/engine
 
 format: install-test
 	$(VENV)/bin/ruff format .

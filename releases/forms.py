@@ -2,7 +2,7 @@ from decimal import Decimal
 
 from django import forms
 
-from .engine import POPULATION_PARAMS, REGISTRY, EngineError, ParamSpec, PrivacyModel
+from .engine import POPULATION_PARAMS, REGISTRY, EngineError, ParamSpec, PrivacyModel, dp
 from .models import ReleaseRequest, Review
 from .services import release
 from .services.release import ReleaseParameters, Sharing
@@ -107,6 +107,19 @@ class ModelForm(forms.Form):
             }
             for name, kind in REGISTRY.items()
         ]
+
+    def protection(self) -> dict[str, str]:
+        """The models that protect against finding a person and those that also protect the
+        sensitive columns (they need one), named for the form's introduction."""
+
+        def listed(labels: list[str]) -> str:
+            return " and ".join(filter(None, [", ".join(labels[:-1]), *labels[-1:]]))
+
+        kinds = list(REGISTRY.values())
+        return {
+            "identity": listed([k.label for k in kinds if not k.needs_sensitive]),
+            "sensitive": listed([k.label for k in kinds if k.needs_sensitive]),
+        }
 
     def population_fields(self):
         return [self[spec.name] for spec in POPULATION_PARAMS]
@@ -344,21 +357,31 @@ def _numbers(text: str, what: str) -> list[float]:
 
 
 class StatisticsQueryForm(forms.Form):
-    """One query of a statistics release. Bounds are typed by the steward: never filled in
-    from the data. An empty kind leaves the row out."""
+    """One query of a statistics release, generated from the engine's registry of query kinds
+    (``dp.QUERY_TYPES``): the kinds offered, and which parts of the form each one uses.
+    Bounds are typed by the steward: never filled in from the data. An empty kind leaves the
+    row out."""
 
-    KINDS = [
-        ("", "— no query —"),
-        ("count", "Count of rows"),
-        ("histogram", "Histogram (counts by one or two columns)"),
-        ("sum", "Sum of a numeric column"),
-        ("mean", "Mean of a numeric column"),
-        ("quantiles", "Quantiles (median, percentiles) of a numeric column"),
+    KINDS = [("", "— no query —"), *((k, cls.label) for k, cls in dp.QUERY_TYPES.items())]
+
+    SOURCES = [
+        ("typed", "Typed below (public knowledge)"),
+        ("hierarchy", "A level of the column's hierarchy"),
+        ("domain", "The column's declared values"),
+        ("data", "From the data, released privately (needs δ)"),
     ]
 
     kind = forms.ChoiceField(choices=KINDS, required=False)
     epsilon = forms.FloatField(label="ε", min_value=0.000001, max_value=100, required=False)
+    delta = forms.FloatField(
+        label="δ (labels from the data only, e.g. 1e-6)",
+        min_value=0,
+        max_value=0.001,
+        required=False,
+    )
     column = forms.ChoiceField(label="Column", required=False)
+    source = forms.ChoiceField(label="Labels", choices=SOURCES, required=False, initial="typed")
+    level = forms.IntegerField(label="Hierarchy level", min_value=1, required=False)
     categories = forms.CharField(
         label="Categories (one per line)",
         widget=forms.Textarea(attrs={"rows": 3}),
@@ -369,6 +392,10 @@ class StatisticsQueryForm(forms.Form):
         label="or bin edges (e.g. 0, 18, 65, 120)", required=False, max_length=20_000
     )
     column2 = forms.ChoiceField(label="Second column (optional)", required=False)
+    source2 = forms.ChoiceField(
+        label="Its labels", choices=SOURCES, required=False, initial="typed"
+    )
+    level2 = forms.IntegerField(label="Its hierarchy level", min_value=1, required=False)
     categories2 = forms.CharField(
         label="Its categories (one per line)",
         widget=forms.Textarea(attrs={"rows": 3}),
@@ -397,14 +424,15 @@ class StatisticsQueryForm(forms.Form):
             return data
         if data.get("epsilon") is None:
             self.add_error("epsilon", "Give this query's ε.")
-        if kind in ("sum", "mean", "quantiles"):
-            if not data.get("column"):
-                self.add_error("column", "Choose the numeric column.")
+        parts = dp.QUERY_TYPES[kind].form_parts
+        if "groupings" in parts and not data.get("column"):
+            self.add_error("column", "Choose the column to group by.")
+        if "column" in parts and not data.get("column"):
+            self.add_error("column", "Choose the numeric column.")
+        if "bounds" in parts:
             for name in ("lower", "upper"):
                 if data.get(name) is None:
                     self.add_error(name, "Type the bound (it is never taken from the data).")
-        if kind == "histogram" and not data.get("column"):
-            self.add_error("column", "Choose the column to group by.")
         try:
             data["edges_list"] = _numbers(data.get("edges", ""), "Bin edges")
             data["edges2_list"] = _numbers(data.get("edges2", ""), "Bin edges")
@@ -413,12 +441,16 @@ class StatisticsQueryForm(forms.Form):
             self.add_error(None, exc)
         return data
 
-    def _grouping(self, column: str, categories: str, edges: list[float]) -> dict:
-        grouping: dict = {"column": column}
+    def _grouping(
+        self, column: str, categories: str, edges: list[float], source: str, level
+    ) -> dict:
+        grouping: dict = {"column": column, "source": source or "typed"}
         if _lines(categories):
             grouping["categories"] = _lines(categories)
         if edges:
             grouping["edges"] = edges
+        if grouping["source"] == "hierarchy":
+            grouping["level"] = level if level is not None else 1
         return grouping
 
     def item(self) -> dict | None:
@@ -428,24 +460,55 @@ class StatisticsQueryForm(forms.Form):
         if not kind:
             return None
         item: dict = {"kind": kind, "epsilon": data["epsilon"]}
-        if kind == "histogram":
-            by = [self._grouping(data["column"], data["categories"], data["edges_list"])]
+        parts = dp.QUERY_TYPES[kind].form_parts
+        if "groupings" in parts:
+            by = [
+                self._grouping(
+                    data["column"],
+                    data["categories"],
+                    data["edges_list"],
+                    data.get("source"),
+                    data.get("level"),
+                )
+            ]
             if data.get("column2"):
-                by.append(self._grouping(data["column2"], data["categories2"], data["edges2_list"]))
+                by.append(
+                    self._grouping(
+                        data["column2"],
+                        data["categories2"],
+                        data["edges2_list"],
+                        data.get("source2"),
+                        data.get("level2"),
+                    )
+                )
             item["by"] = by
-        elif kind in ("sum", "mean", "quantiles"):
-            item.update(column=data["column"], lower=data["lower"], upper=data["upper"])
-            if kind == "quantiles":
-                item["alphas"] = data["alphas_list"] or [0.5]
+        if "delta" in parts and data.get("delta"):
+            item["delta"] = data["delta"]
+        if "column" in parts:
+            item["column"] = data["column"]
+        if "bounds" in parts:
+            item.update(lower=data["lower"], upper=data["upper"])
+        if "alphas" in parts:
+            item["alphas"] = data["alphas_list"] or [0.5]
         return item
+
+    @property
+    def used_by(self) -> dict[str, str]:
+        """Per part of the form, the kinds of query using it, for its label ("sum, mean")."""
+        return {part: ", ".join(dp.kinds_using(part)) for part in dp.FORM_PARTS}
 
     @classmethod
     def initial_from(cls, query: dict) -> dict:
         """A form row from a stored query (to edit it when resubmitting)."""
         initial: dict = {"kind": query["kind"], "epsilon": query["epsilon"]}
+        if query.get("delta"):
+            initial["delta"] = query["delta"]
         for number, grouping in enumerate(query.get("by", [])[:2]):
             suffix = "2" if number else ""
             initial[f"column{suffix}"] = grouping["column"]
+            initial[f"source{suffix}"] = grouping.get("source", "typed")
+            if grouping.get("level") is not None:
+                initial[f"level{suffix}"] = grouping["level"]
             initial[f"categories{suffix}"] = "\n".join(grouping.get("categories", []))
             initial[f"edges{suffix}"] = ", ".join(format(e, "g") for e in grouping.get("edges", []))
         for name in ("column", "lower", "upper"):
@@ -535,7 +598,7 @@ class BudgetForm(forms.Form):
         label="Total ε", min_value=0, max_digits=18, decimal_places=12, initial=1
     )
     delta = forms.DecimalField(
-        label="Total δ (0 while every mechanism is pure ε-DP)",
+        label="Total δ (0 unless histograms may take their labels from the data, e.g. 1e-5)",
         min_value=0,
         max_value=Decimal("0.999999"),
         max_digits=21,

@@ -117,6 +117,18 @@ def review_queue(user, state: str = "ready") -> QuerySet[ReleaseRequest]:
     )
 
 
+def listed_for_revocation(user) -> list[ReleaseRequest]:
+    """Approved statistics releases that the re-check at upgrade found breaking the rules on
+    the columns and labels a release may publish, for the officers to revoke."""
+    roles.require(user, roles.OFFICERS, "review release requests")
+    return list(
+        ReleaseRequest.objects.filter(state=State.APPROVED)
+        .exclude(recheck_reason="")
+        .select_related("dataset", "requested_by")
+        .order_by("rechecked_at", "id")
+    )
+
+
 def waiting_count(user) -> int:
     """Requests ready for review that this officer can still vote on."""
     return review_queue(user, "ready").exclude(requested_by=user).filter(voted=False).count()
@@ -582,10 +594,16 @@ def _distributions_page(summary: dict, number) -> Page:
     return page
 
 
+def _checks_for(user, release_request: ReleaseRequest) -> list:
+    from .services import review, statistics
+
+    if release_request.is_statistics:
+        return statistics.checks_for(user, release_request)
+    return review.checks(release_request)
+
+
 def request_page(user, release_request: ReleaseRequest, events_page=None) -> dict:
     """What the officer's and the requesting steward's page shows (the original included)."""
-    from .services import review  # the checks
-
     summary = release_request.summary or {}
     buttons = lifecycle.buttons(user, release_request)
     from .statistics_selectors import budget_context, statistics_page
@@ -599,7 +617,7 @@ def request_page(user, release_request: ReleaseRequest, events_page=None) -> dic
         "req": release_request,
         "summary": summary,
         "levels": quasi_identifier_levels(release_request, with_examples=True),
-        "checks": review.checks(release_request) if summary else [],
+        "checks": _checks_for(user, release_request) if summary else [],
         "events": timeline_page(user, release_request, events_page),
         "reviews": reviews_for(user, release_request),
         "votes_hidden": votes_hidden_from(user, release_request),

@@ -136,15 +136,8 @@ def _number(value) -> str:
 
 
 def _groups(query: dict) -> list[str]:
-    """How a histogram groups each column, in words."""
-    out = []
-    for grouping in query.get("by", []):
-        if grouping.get("categories"):
-            out.append(f"{grouping['column']}: {len(grouping['categories'])} declared categories")
-        else:
-            edges = ", ".join(_number(e) for e in grouping.get("edges", []))
-            out.append(f"{grouping['column']}: bins with edges {edges}")
-    return out
+    """How a histogram groups each column and where its labels come from, in words."""
+    return [dp.describe_grouping(g) for g in query.get("by", [])]
 
 
 def result_tables(summary: dict) -> list[dict]:

@@ -28,6 +28,11 @@ urlpatterns = [
         name="column_type",
     ),
     path(
+        "datasets/<int:dataset_id>/columns/<int:column_id>/domain/",
+        datasets.column_domain,
+        name="column_domain",
+    ),
+    path(
         "datasets/<int:dataset_id>/columns/<int:column_id>/hierarchy/",
         datasets.column_hierarchy,
         name="column_hierarchy",

@@ -1,12 +1,14 @@
 #!/usr/bin/env bash
 # Install the Debian packages the app or its tests need, when missing and when we are root.
-# Usage: ensure-system-packages.sh redis-server [chromium]
+# Usage: ensure-system-packages.sh redis-server [chromium] [postgresql]
 set -euo pipefail
 missing=()
 for package in "$@"; do
   case "$package" in
     redis-server) command -v redis-server >/dev/null 2>&1 || missing+=(redis-server) ;;
     chromium) [ -x /usr/bin/chromium ] || missing+=(chromium) ;;
+    # The tests make throwaway clusters with initdb and pg_ctl; the service is never started.
+    postgresql) compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql) ;;
     *) echo "unknown package $package" >&2; exit 2 ;;
   esac
 done

@@ -1,17 +1,25 @@
-"""Shared fixtures: users in each role, the Adult test data, and real Redis / Celery processes."""
+"""Shared fixtures: users in each role, the Adult test data, and real Redis / Celery processes.
+
+Two tiers (tests/support/tiers.py): ``pytest --fast`` runs every test without a full-tier marker
+and fails any of them that starts a process; plain ``pytest`` runs everything.
+"""
 
 from __future__ import annotations
 
 import contextlib
 from pathlib import Path
 
+# Imported here, before any test: its import runs ``lscpu`` (NumPy's SVE check), a process the
+# fast tier's guard would otherwise blame on whichever test first imports it (scipy does).
+import numpy.testing  # noqa: F401
 import pytest
 from django.conf import settings
 from django.contrib.auth.models import Group, User
 from django.core.files.uploadedfile import SimpleUploadedFile
 
+from releases.models import Role
 from releases.services import roles
-from tests.support import processes
+from tests.support import factories, processes, tiers, workflow
 
 ADULT = Path(__file__).parent / "data" / "adult"
 ADULT_QUASI_IDENTIFIERS = [
@@ -26,6 +34,45 @@ ADULT_QUASI_IDENTIFIERS = [
 ]
 
 Path(settings.VAR_DIR).mkdir(parents=True, exist_ok=True)
+# Production's PBKDF2 takes about a second per password on a busy machine, and the fixtures make
+# thousands of users: tests hash with MD5 (no test is about the hash; processes the tests start
+# keep production's hasher).
+settings.PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--fast",
+        action="store_true",
+        help="the fast tier: only tests without a full-tier marker (tests/support/tiers.py); "
+        "one that starts a process fails",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    unmarked = [
+        f"{item.nodeid}: {', '.join(missing)}"
+        for item in items
+        if (missing := tiers.missing_markers(item))
+    ]
+    if unmarked:
+        raise pytest.UsageError("Tests without the marker of a fixture:\n" + "\n".join(unmarked))
+    if not config.getoption("fast"):
+        return
+    left_out = [item for item in items if tiers.in_full_tier(item)]
+    if left_out:
+        config.hook.pytest_deselected(items=left_out)
+        items[:] = [item for item in items if not tiers.in_full_tier(item)]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
+    """In the fast tier a test that starts a process fails, naming the marker it needs. The
+    whole protocol is guarded: module- and session-scoped fixtures start in a test's setup."""
+    if not item.config.getoption("fast"):
+        return (yield)
+    with tiers.processes_forbidden(item.nodeid):
+        return (yield)
 
 
 @pytest.fixture(autouse=True)
@@ -43,7 +90,11 @@ def make_user(username: str, *groups: str) -> User:
 
 @pytest.fixture
 def steward(db):
-    return make_user("steward", roles.STEWARDS)
+    """A data steward, with an e-mail address for the decisions on their requests."""
+    user = make_user("steward", roles.STEWARDS)
+    user.email = "steward@example.org"
+    user.save(update_fields=["email"])
+    return user
 
 
 @pytest.fixture
@@ -54,6 +105,12 @@ def other_steward(db):
 @pytest.fixture
 def officer(db):
     return make_user("officer", roles.OFFICERS)
+
+
+@pytest.fixture
+def second_officer(db):
+    """Another privacy officer, for the second of two required approvals."""
+    return make_user("officer2", roles.OFFICERS)
 
 
 @pytest.fixture
@@ -83,6 +140,28 @@ def adult_upload():
     return csv_upload((ADULT / "adult.csv").read_bytes(), "adult.csv")
 
 
+@pytest.fixture
+def adult_dataset(steward):
+    """The Adult data (30,162 rows) uploaded and profiled by ``steward``; no column has a role."""
+    return factories.make_dataset(steward, (ADULT / "adult.csv").read_bytes(), "adult.csv")
+
+
+#: The roles of the ready request's columns (``zip`` is withheld).
+READY_ROLES = {
+    "name": Role.IDENTIFIER,
+    "age": Role.QUASI_IDENTIFIER,
+    "sex": Role.QUASI_IDENTIFIER,
+    "diagnosis": Role.SENSITIVE,
+}
+
+
+@pytest.fixture
+def ready_request(steward):
+    """A release request whose run finished and waits for review: ``steward``'s 300 people
+    (``synthetic_csv``) with ``READY_ROLES``, k=5 with 5 % suppression."""
+    return workflow.ready_release(steward, factories.synthetic_csv(), READY_ROLES)
+
+
 def hierarchy_upload(attribute: str) -> SimpleUploadedFile:
     path = ADULT / f"adult_hierarchy_{attribute}.csv"
     return SimpleUploadedFile(path.name, path.read_bytes(), content_type="text/csv")
@@ -92,6 +171,25 @@ def hierarchy_upload(attribute: str) -> SimpleUploadedFile:
 def redis_url(tmp_path_factory):
     with processes.redis_server(tmp_path_factory.mktemp("redis")) as url:
         yield url
+
+
+@pytest.fixture(scope="session")
+def postgres_server():
+    """One throwaway PostgreSQL cluster for the test process (the URL of its first database);
+    ``postgres_database`` gives each module a database of its own in it."""
+    from tests.support.postgres import postgres_cluster
+
+    with postgres_cluster() as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def postgres_database(request, postgres_server):
+    """An empty database of the module's own in the session's PostgreSQL cluster; its URL."""
+    from tests.support.postgres import create_database
+
+    name = "test_" + request.module.__name__.rsplit(".", 1)[-1]
+    return create_database(postgres_server, name)
 
 
 @pytest.fixture(scope="session")

@@ -17,7 +17,8 @@ import pytest
 from tests.support import processes
 from tests.support.browser import wait_for_htmx
 
-pytestmark = pytest.mark.browser
+# Chromium, and the app on real processes (Redis, a Celery worker, the web server).
+pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
 AXE = Path(__file__).parent / "vendor" / "axe-core" / "axe.min.js"
 FAILING_IMPACTS = ("serious", "critical")

@@ -12,7 +12,9 @@ import pytest
 from tests.conftest import ADULT
 from tests.support.browser import log_in, wait_for_htmx
 
-pytestmark = pytest.mark.browser
+# Chromium, and the app on real processes (Redis, a Celery worker, the web server): the
+# session's stack, started once on the one xdist worker of the "stack" group.
+pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.xdist_group("stack")]
 
 DROP = """
 async ([data, name]) => {

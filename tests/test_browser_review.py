@@ -12,7 +12,8 @@ import pytest
 from tests.support import processes
 from tests.support.browser import log_in, wait_for_htmx
 
-pytestmark = pytest.mark.browser
+# Chromium, and the app on real processes (Redis, a Celery worker, the web server).
+pytestmark = [pytest.mark.browser, pytest.mark.integration]
 
 
 @pytest.fixture(scope="module")

@@ -1,10 +1,11 @@
 """A statistics release in Debian's chromium, against real web, worker and Redis processes.
 
-An officer sets the dataset's privacy budget; the steward adds two queries, watches the free
-preview of their errors against the budget, names the recipient and requests them; the worker
-spends and draws the noise once; an officer approves the reviewed numbers; the named recipient
-accepts the terms and downloads the tables as CSV and JSON, each checked against the SHA-256
-the page shows.
+An officer sets the dataset's privacy budget (ε and δ); the steward gives the columns their
+roles, adds three queries (one a histogram whose labels come from the data, released
+privately), watches the free preview of their errors against the budget, names the recipient
+and requests them; the worker spends and draws the noise once; an officer sees where every
+label comes from and approves the reviewed numbers; the named recipient accepts the terms and
+downloads the tables as CSV and JSON, each checked against the SHA-256 the page shows.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ import pytest
 
 from tests.support.browser import log_in, wait_for_htmx
 
-pytestmark = pytest.mark.browser
+# Chromium, and the app on real processes (Redis, a Celery worker, the web server): the
+# session's stack, started once on the one xdist worker of the "stack" group.
+pytestmark = [pytest.mark.browser, pytest.mark.integration, pytest.mark.xdist_group("stack")]
 
 
 @pytest.fixture
@@ -51,6 +54,7 @@ def test_budget_request_with_preview_review_and_download(browser, stack, incomes
     page.click("#nav-budgets")
     page.click("#budgets >> text=incomes.csv")
     page.fill("#budget-form input[name=epsilon]", "2")
+    page.fill("#budget-form input[name=delta]", "0.00001")
     page.click("#set-budget-button")
     expect(page.locator("#budget-total")).to_have_text("2")
     expect(page.locator("#ledger")).to_contain_text("Budget set")
@@ -59,6 +63,10 @@ def test_budget_request_with_preview_review_and_download(browser, stack, incomes
     # The steward adds two queries; the preview shows each one's error and the total, live.
     context, page = log_in(browser, stack, "steward")
     page.goto(stack["url"] + dataset_path)
+    # Statistics read only columns chosen for release: the steward gives them roles first.
+    for column, role in (("region", "quasi"), ("age", "quasi"), ("income", "sensitive")):
+        page.select_option(f"select[aria-label='Role of {column}']", role)
+        wait_for_htmx(page)
     page.click("#request-statistics")
     expect(page.locator("#budget-remaining")).to_contain_text("ε 2 remains")
     page.select_option("select[name=q-0-kind]", "count")
@@ -78,22 +86,36 @@ def test_budget_request_with_preview_review_and_download(browser, stack, incomes
     expect(page.locator("#preview-table tr[data-preview='2']")).to_contain_text("Mean of income")
     expect(page.locator("#preview-table tr[data-preview='1']")).to_contain_text("±")
     expect(page.locator("#preview-total")).to_contain_text("ε 1 of ε 2 remaining")
+    # Rows by region, the labels found in the data and published only past a threshold.
+    page.select_option("select[name=q-2-kind]", "histogram")
+    page.select_option("select[name=q-2-column]", "region")
+    page.select_option("select[name=q-2-source]", "data")
+    page.fill("input[name=q-2-delta]", "0.000001")
+    page.fill("input[name=q-2-epsilon]", "0.5")
+    page.locator("input[name=q-2-epsilon]").blur()
+    wait_for_htmx(page)
+    expect(page.locator("#preview-table tr[data-preview='3']")).to_contain_text("threshold")
+    expect(page.locator("#preview-total")).to_contain_text("ε 1.5, δ 0.000001 of ε 2 remaining")
     expect(page.locator("#preview-fits")).to_be_visible()
     page.get_by_role("checkbox", name="recipient", exact=True).check()
     page.click("#submit-statistics")
     expect(page.locator("h1")).to_contain_text("Release request #")
     expect(page.locator("[data-state]")).to_have_text("Ready for review", timeout=90_000)
     request_path = page.url.removeprefix(stack["url"])
-    expect(page.locator("#round-spend")).to_contain_text("spent ε 1")
+    expect(page.locator("#round-spend")).to_contain_text("spent ε 1.5")
     context.close()
 
     # The officer reviews the noisy numbers with their errors and the budget, and approves.
     context, page = log_in(browser, stack, "officer")
     page.goto(stack["url"] + request_path)
-    expect(page.locator("#statistics .stats-table")).to_have_count(2)
+    expect(page.locator("#statistics .stats-table")).to_have_count(3)
     expect(page.locator("#budget-before")).to_have_text("2")
-    expect(page.locator("#budget-after")).to_have_text("1")
+    expect(page.locator("#budget-after")).to_have_text("0.5")
     expect(page.locator("#checks .fail")).to_have_count(0)
+    expect(page.locator("#checks")).to_contain_text(
+        "region: labels from the data, released privately (noisy counts above a threshold)"
+    )
+    expect(page.locator("#checks")).to_contain_text("smallest true count")
     shown_values = page.locator("#statistics td[data-value]").evaluate_all(
         "cells => cells.map(c => c.dataset.value)"
     )
@@ -117,6 +139,12 @@ def test_budget_request_with_preview_review_and_download(browser, stack, incomes
         assert hashlib.sha256(saved[fmt]).hexdigest() == shown, fmt
     # Exactly the numbers the officer approved.
     results = json.loads(saved["json"])["result"]["results"]
-    assert [str(r["value"]) for r in results] == shown_values
+    published = []
+    for r in results:
+        cells = r["value"] if isinstance(r["value"], list) else [{"count": r["value"]}]
+        published += [str(c["count"]) for c in cells]
+    assert published == shown_values
+    # Only regions held by many rows pass the threshold (each of the three has about 100).
+    assert {c["cell"][0] for c in results[2]["value"]} <= {"North", "South", "East"}
     expect(page.locator("#report-statistics")).to_contain_text("Methods: discrete Laplace")
     context.close()

@@ -18,7 +18,9 @@ import psycopg
 import pytest
 
 from tests.support import processes
-from tests.support.postgres import postgres_cluster
+
+# Each spend is a process of its own, on either database.
+pytestmark = pytest.mark.process
 
 SCENARIO = [sys.executable, "-m", "tests.support.budget_scenario"]
 
@@ -30,10 +32,8 @@ SCENARIO = [sys.executable, "-m", "tests.support.budget_scenario"]
 def database(request, tmp_path_factory):
     workdir = tmp_path_factory.mktemp(request.param)
     if request.param == "postgres":
-        with postgres_cluster() as url:
-            yield url, workdir
-    else:
-        yield f"sqlite:///{workdir / 'db.sqlite3'}", workdir
+        return request.getfixturevalue("postgres_database"), workdir
+    return f"sqlite:///{workdir / 'db.sqlite3'}", workdir
 
 
 @pytest.fixture(scope="module")

@@ -36,11 +36,15 @@ from releases.models import (
 from releases.services import column_store, datasets, leases, release, reproduction
 from releases.services.release import ReleaseParameters
 from tests.support import factories, processes
+from tests.support.factories import synthetic_csv
 from tests.support.workflow import approve, tag
 from tests.test_io import giant_field_csv, wide_csv, zip_bomb_xlsx
-from tests.test_services import synthetic_csv
 
-pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
+pytestmark = [
+    pytest.mark.integration,
+    pytest.mark.chaos,
+    pytest.mark.django_db(transaction=True),
+]
 
 State = ReleaseRequest.State
 PARAMS = ReleaseParameters(k=5, suppression_limit=0.05)

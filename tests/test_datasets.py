@@ -15,7 +15,6 @@ from releases.engine import Hierarchy
 from releases.models import AuditEvent, Dataset, DatasetColumn, ReleaseRequest, Role
 from releases.services import InvalidInput, datasets, profiling, storage
 from releases.templatetags.charts import column_chart
-from tests.conftest import ADULT, make_user
 from tests.support.factories import make_dataset, upload
 
 pytestmark = pytest.mark.django_db
@@ -282,8 +281,8 @@ def test_a_type_override_changes_the_chart_and_is_audited(client, steward):
 # --- Suggestions ----------------------------------------------------------------------------
 
 
-def test_suggestions_on_the_adult_columns(steward):
-    dataset = make_dataset(steward, (ADULT / "adult.csv").read_bytes(), "adult.csv")
+def test_suggestions_on_the_adult_columns(adult_dataset):
+    dataset = adult_dataset
     suggested = {c.name: c.suggested_role for c in dataset.columns.all()}
     assert suggested == {
         "sex": Role.QUASI_IDENTIFIER,
@@ -394,11 +393,11 @@ def test_rows_unique_on_the_chosen_quasi_identifiers(client, steward):
 
 
 @pytest.fixture
-def adult(steward):
-    dataset = make_dataset(steward, (ADULT / "adult.csv").read_bytes(), "adult.csv")
-    age = dataset.columns.get(name="age")
-    datasets.set_column_role(steward, dataset, age.pk, Role.QUASI_IDENTIFIER)
-    return dataset
+def adult(steward, adult_dataset):
+    """The Adult data with its age a quasi-identifier."""
+    age = adult_dataset.columns.get(name="age")
+    datasets.set_column_role(steward, adult_dataset, age.pk, Role.QUASI_IDENTIFIER)
+    return adult_dataset
 
 
 def test_interval_hierarchy_preview_and_save(client, steward, adult):
@@ -574,9 +573,8 @@ def test_a_dataset_with_an_approved_release_cannot_be_deleted(client, steward, o
     assert Dataset.objects.filter(pk=dataset.pk).exists()
 
 
-def test_non_stewards_cannot_reach_dataset_pages(client, steward):
+def test_non_stewards_cannot_reach_dataset_pages(client, steward, officer):
     dataset = make_dataset(steward, (FORMATS / "people.csv").read_bytes(), "people.csv")
-    officer = make_user("officer", "Privacy officers")
     login(client, officer)
     column = dataset.columns.first()
     for url in [

@@ -476,6 +476,8 @@ def discrete_laplace_cdf(k: np.ndarray, scale: float) -> np.ndarray:
     return np.where(k < 0, r ** np.abs(k) / (1 + r), 1 - r ** (k + 1) / (1 + r))
 
 
+# The distribution tests need their tens of thousands of draws (the tolerances rest on them).
+@pytest.mark.slow
 def test_count_noise_has_the_discrete_laplace_scale_opendp_promises():
     n_rows = 40
     plan, noisy = draws(D.Count(epsilon=0.5), frame(x=range(n_rows)))
@@ -496,6 +498,7 @@ def test_count_noise_has_the_discrete_laplace_scale_opendp_promises():
     assert lo <= share <= hi, (share, p, lo, hi)
 
 
+@pytest.mark.slow
 def test_sum_noise_has_the_laplace_scale_opendp_promises():
     # Float noise costs more per draw: 10,000 draws, so DKW's tolerance is
     # sqrt(ln(2 / 4e-7) / 20,000) = 0.0278 (one check: a false failure has probability 4e-7).
@@ -510,3 +513,34 @@ def test_sum_noise_has_the_laplace_scale_opendp_promises():
     assert gap <= dkw_tolerance(n, DKW_BUDGET), gap
     # The accuracy OpenDP promises at 95 % is the Laplace quantile b ln(1 / 0.05).
     assert plan.error == pytest.approx(b * math.log(20), rel=1e-9)
+
+
+def test_the_request_form_is_generated_from_the_registry_of_query_kinds():
+    """Every registered kind is offered; a row posted with a kind keeps exactly the parts of
+    the form its registry entry names."""
+    from releases.forms import StatisticsQueryForm
+
+    assert [k for k, _ in StatisticsQueryForm.KINDS[1:]] == list(D.QUERY_TYPES)
+    values = {
+        "epsilon": "0.5",
+        "delta": "0.000001",
+        "column": "age",
+        "source": "data",
+        "lower": "0",
+        "upper": "100",
+        "alphas": "0.5, 0.9",
+    }
+    expected = {
+        "groupings": {"by"},
+        "delta": {"delta"},
+        "column": {"column"},
+        "bounds": {"lower", "upper"},
+        "alphas": {"alphas"},
+    }
+    for kind, cls in D.QUERY_TYPES.items():
+        form = StatisticsQueryForm({"kind": kind, **values}, columns=["age"])
+        assert form.is_valid(), (kind, form.errors)
+        keys = set(form.item()) - {"kind", "epsilon"}
+        assert keys == set().union(*(expected[p] for p in cls.form_parts)), kind
+        D.query_from_dict(form.item()).validate(["age"])
+    assert StatisticsQueryForm().used_by["bounds"] == "sum, mean, quantiles"

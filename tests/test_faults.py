@@ -3,6 +3,7 @@ is handed to the workers."""
 
 from __future__ import annotations
 
+import functools
 import re
 from email.message import Message
 from pathlib import Path
@@ -17,8 +18,8 @@ from releases.engine import Hierarchy
 from releases.models import Dataset, ReleaseRequest, Review, Role
 from releases.services import InvalidInput, audit, datasets, lifecycle, review
 from tests.support import factories
+from tests.support.factories import synthetic_csv
 from tests.support.workflow import approve, request_release, run, tag
-from tests.test_services import synthetic_csv
 
 pytestmark = pytest.mark.django_db
 REPO = Path(__file__).resolve().parents[1]
@@ -74,6 +75,7 @@ def _ids_dataset(steward, rows: int = 40) -> Dataset:
     )
 
 
+@functools.cache  # read-only, the same for both cases
 def _million_row_hierarchy() -> bytes:
     return "".join(
         f"{i:07d};{i // 10:06d}*;{i // 100:05d}**;*\n" for i in range(1_000_000)
@@ -116,15 +118,6 @@ def test_a_hierarchy_builder_on_more_values_than_the_limit_is_refused(steward, s
 
 
 # --- Reviews --------------------------------------------------------------------------------
-
-
-@pytest.fixture
-def ready_request(steward):
-    steward.email = "steward@example.org"
-    steward.save()
-    dataset = factories.make_dataset(steward, synthetic_csv(), "people.csv")
-    tag(steward, dataset, {"age": Role.QUASI_IDENTIFIER, "zip": Role.QUASI_IDENTIFIER})
-    return run(request_release(steward, dataset))
 
 
 def test_only_a_second_vote_is_reported_as_already_reviewed(ready_request, officer):

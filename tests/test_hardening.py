@@ -31,11 +31,13 @@ def settings_in_fresh_process(env: dict[str, str], expression: str) -> str:
     return result.stdout.strip()
 
 
+@pytest.mark.process
 def test_debug_is_off_unless_asked_for(tmp_path):
     assert settings_in_fresh_process({"VAR_DIR": str(tmp_path)}, "s.DEBUG") == "False"
     assert settings_in_fresh_process({"VAR_DIR": str(tmp_path), "DEBUG": "1"}, "s.DEBUG") == "True"
 
 
+@pytest.mark.process
 def test_without_a_secret_key_one_is_generated_once_and_kept_private(tmp_path):
     env = {"VAR_DIR": str(tmp_path)}
     first = settings_in_fresh_process(env, "s.SECRET_KEY")

@@ -6,9 +6,8 @@ import pytest
 
 from releases.models import ReleaseRequest, Role
 from tests.support import processes
-from tests.support.factories import make_dataset
-from tests.support.workflow import request_release
-from tests.test_services import synthetic_csv, tag
+from tests.support.factories import make_dataset, synthetic_csv
+from tests.support.workflow import request_release, tag
 
 pytestmark = [pytest.mark.integration, pytest.mark.django_db(transaction=True)]
 

@@ -159,6 +159,7 @@ CHILD = textwrap.dedent(
 )
 
 
+@pytest.mark.process
 @pytest.mark.parametrize("case", ["zip bomb", "100,000 columns", "giant field"])
 def test_refusing_a_hostile_file_keeps_the_reader_small(case, tmp_path):
     """The reader, in a process of its own, refuses the file with a small peak memory."""
@@ -307,6 +308,8 @@ def test_a_date_profile_reads_dates_from_1677_to_2262(values, order):
     assert sum(b["count"] for b in profile["chart"]["bins"]) == 6
 
 
+# 300 columns, each profiled with its suggestions: seconds of profiling.
+@pytest.mark.slow
 def test_profiling_reaches_100_percent_and_stores_every_column(steward):
     header = ",".join(f"c{i}" for i in range(300))
     body = "\n".join(",".join(str((r * i) % 7) for i in range(300)) for r in range(20))
@@ -363,6 +366,7 @@ def test_carriage_returns_are_always_quoted():
     assert out.getvalue() == b'a\n"x\ry"\nz\n'
 
 
+@pytest.mark.process
 def test_the_command_line_output_equals_a_pandas_reference_on_adult(tmp_path):
     from releases.engine.api import anonymize
     from releases.engine.hierarchy import Hierarchy

@@ -1,6 +1,6 @@
 """A short load run on the production shape (gunicorn, PostgreSQL, Redis, a Celery worker) on
 loopback: every endpoint answers every simulated person without an error. The timing figures
-belong to ``bench/load.py`` (README), not to this test."""
+belong to ``bench/load.py`` (docs/operations.md), not to this test."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 
-pytestmark = [pytest.mark.integration, pytest.mark.postgres]
+pytestmark = [pytest.mark.integration, pytest.mark.postgres, pytest.mark.load]
 
 
 def test_a_short_load_run_has_no_errors(tmp_path):

@@ -9,8 +9,8 @@ from django.utils import timezone
 from releases.models import Dataset, OutboxMessage, ReleaseRequest, Role
 from releases.services import dispatch, recovery
 from tests.support import processes
-from tests.support.factories import make_dataset
-from tests.test_services import synthetic_csv, tag
+from tests.support.factories import make_dataset, synthetic_csv
+from tests.support.workflow import tag
 
 pytestmark = pytest.mark.django_db(transaction=True)
 
@@ -49,6 +49,7 @@ def test_a_request_made_while_the_broker_is_down_succeeds_and_waits_in_the_outbo
     assert 'id="queue-waiting"' not in page.content.decode()
 
 
+@pytest.mark.integration
 def test_an_upload_made_while_the_broker_is_down_is_profiled_once_the_broker_is_back(
     client, steward, redis_url, start_worker
 ):
@@ -80,6 +81,7 @@ def test_an_upload_made_while_the_broker_is_down_is_profiled_once_the_broker_is_
     assert OutboxMessage.objects.get().sent_at is not None
 
 
+@pytest.mark.integration
 def test_a_message_is_sent_once_even_when_two_senders_try(steward, redis_url):
     dataset = make_dataset(steward, synthetic_csv(20), "people.csv")
     message = OutboxMessage.objects.create(task_name="releases.profile_dataset", args=[dataset.pk])

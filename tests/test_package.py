@@ -27,7 +27,7 @@ from releases.services import (
 )
 from releases.services.release import ReleaseParameters
 from tests.support import factories, pycanon
-from tests.support.workflow import approve, request_release, run, tag
+from tests.support.workflow import approve, ready_release, request_release, run, tag
 
 pytestmark = pytest.mark.django_db
 QIS = ["age", "zip", "sex"]
@@ -48,10 +48,9 @@ def visits_csv(rows: int = 400) -> str:
 
 @pytest.fixture
 def ready(steward):
-    dataset = factories.make_dataset(steward, visits_csv(), "visits.csv")
-    tag(
+    return ready_release(
         steward,
-        dataset,
+        visits_csv(),
         {
             "batch": Role.INSENSITIVE,
             "name": Role.IDENTIFIER,
@@ -61,8 +60,8 @@ def ready(steward):
             "diagnosis": Role.SENSITIVE,
             "note": Role.WITHHELD,
         },
+        "visits.csv",
     )
-    return run(request_release(steward, dataset, k=5, suppression_limit=0.05))
 
 
 def _read(fmt: str, raw: bytes) -> pd.DataFrame:

@@ -11,8 +11,8 @@ from django.urls import reverse
 from releases.models import Role
 from releases.services import datasets, review
 from tests.support import factories
-from tests.support.workflow import request_release, run, tag
-from tests.test_services import synthetic_csv
+from tests.support.factories import synthetic_csv
+from tests.support.workflow import ready_release
 
 pytestmark = pytest.mark.django_db
 
@@ -96,10 +96,9 @@ def test_the_note_on_suggested_roles_is_the_owners_only(client, steward, other_s
 
 @pytest.fixture
 def ready_with_l_and_t(steward):
-    dataset = factories.make_dataset(steward, synthetic_csv(), "people.csv")
-    tag(
+    return ready_release(
         steward,
-        dataset,
+        synthetic_csv(),
         {
             "name": Role.IDENTIFIER,
             "age": Role.QUASI_IDENTIFIER,
@@ -107,8 +106,11 @@ def ready_with_l_and_t(steward):
             "sex": Role.QUASI_IDENTIFIER,
             "diagnosis": Role.SENSITIVE,
         },
+        k=3,
+        l=2,
+        t=0.6,
+        suppression_limit=0.1,
     )
-    return run(request_release(steward, dataset, k=3, l=2, t=0.6, suppression_limit=0.1))
 
 
 def test_the_officers_home_queue_shows_the_whole_privacy_model(client, officer, ready_with_l_and_t):
@@ -121,12 +123,10 @@ def test_the_officers_home_queue_shows_the_whole_privacy_model(client, officer, 
 
 
 def test_the_hidden_votes_line_is_for_officers_who_can_vote(
-    client, settings, steward, officer, ready_with_l_and_t
+    client, settings, steward, officer, second_officer, ready_with_l_and_t
 ):
-    from tests.conftest import make_user
-
     settings.REQUIRED_APPROVALS = 2
-    second = make_user("officer2", "Privacy officers")
+    second = second_officer
     url = reverse("releases:request_detail", args=[ready_with_l_and_t.pk])
     assert 'id="votes-hidden"' in page(client, officer, url)
     review.review(officer, ready_with_l_and_t.pk, "approve", "first vote")

@@ -68,6 +68,8 @@ def _get(client, url: str, **headers) -> tuple[str, int]:
     return response.content.decode(), len(queries)
 
 
+# Its point is the scale: 100,000 classes and 10,000 events inserted, then every page read.
+@pytest.mark.slow
 def test_pages_stay_bounded_with_100000_classes_and_10000_events(
     released, officer, recipient, client
 ):

@@ -15,22 +15,16 @@ import psycopg
 import pytest
 
 from tests.support import processes
-from tests.support.postgres import postgres_cluster
 
 pytestmark = pytest.mark.postgres
 
 SCENARIO = [sys.executable, "-m", "tests.support.pg_scenario"]
 
 
-@pytest.fixture(scope="module")
-def database_url():
-    with postgres_cluster() as url:
-        yield url
-
-
 @pytest.fixture
-def scenario(database_url, tmp_path):
+def scenario(postgres_database, tmp_path):
     """A fresh schema with a request ready for review; yields a function running a step."""
+    database_url = postgres_database
     env = processes.app_environment(
         database_url, "redis://127.0.0.1:1/0", tmp_path / "media", tmp_path
     )

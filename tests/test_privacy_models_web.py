@@ -27,6 +27,7 @@ from releases.services import InvalidInput, release, review, storage
 from releases.services import report as report_service
 from tests.conftest import csv_upload
 from tests.support import factories, pycanon
+from tests.support.added_model import register as register_added_model
 from tests.support.workflow import run, tag
 
 pytestmark = pytest.mark.django_db
@@ -365,6 +366,55 @@ def test_a_new_request_form_asks_for_k_5_with_5_percent_by_default(client, stewa
         assert f'data-model="{name}"' in page
 
 
+def test_a_model_added_to_the_registry_reaches_the_form_the_run_the_classes_and_the_review(
+    client, steward, officer, people, monkeypatch
+):
+    """α-deassociation (tests/support/added_model.py) is added to the registry and nothing
+    else: the form offers it, the run enforces it, the classes table and the review show it."""
+    register_added_model(monkeypatch)
+    client.force_login(steward)
+    page = client.get(reverse("releases:dataset_detail", args=[people.pk])).content.decode()
+    assert 'data-model="alpha-deassociation"' in page
+    assert 'name="alpha-deassociation__alpha"' in page
+    assert "β-likeness and α-deassociation also protect the sensitive columns" in page
+
+    done = post_request(
+        client,
+        steward,
+        people,
+        form({"k-anonymity": {"k": "2"}, "alpha-deassociation": {"alpha": "0.5"}}),
+    )
+    assert done.parameters["model"]["criteria"][1] == {"model": "alpha-deassociation", "alpha": 0.5}
+    extract = extract_of(done)
+    largest = extract.groupby(QIS)["diagnosis"].value_counts(normalize=True).groupby(QIS).max()
+    assert largest.max() <= 0.5 and extract.groupby(QIS).size().min() >= 2
+    stored = {tuple(c.values[q] for q in QIS): c for c in done.classes.all()}
+    assert len(stored) == len(largest)
+    for key, share in largest.items():
+        assert stored[key].sensitive["diagnosis"]["alpha"] == pytest.approx(share)
+    table = client.get(
+        reverse("releases:request_classes", args=[done.pk]), HTTP_HX_REQUEST="true"
+    ).content.decode()
+    assert 'data-measure="diagnosis:alpha"' in table and "largest value share (diagnosis)" in table
+
+    line = check_named(done, "α-deassociation of diagnosis")
+    assert line.passed and f"largest value share {largest.max():.4f}" in line.detail
+    items = report_service.build(done, report_service.REVIEWER)["compliance"]
+    sensitive = next(i for i in items if i["key"] == "sensitive")
+    assert sensitive["reason"] == "0.5-deassociation on diagnosis: met by every class."
+    review.review(officer, done.pk, "approve")
+    done.refresh_from_db()
+    assert done.state == State.APPROVED
+
+    # Without a model on the sensitive column, the report names every one that would cover it.
+    only_k = post_request(client, steward, people, form({"k-anonymity": {"k": "2"}}))
+    items = report_service.build(only_k, report_service.REVIEWER)["compliance"]
+    assert next(i for i in items if i["key"] == "sensitive")["reason"] == (
+        "Sensitive columns diagnosis are released without l-diversity, t-closeness, "
+        "δ-disclosure privacy, β-likeness or α-deassociation."
+    )
+
+
 # ----------------------------------------------------------------------- the form's round trip
 
 
@@ -688,6 +738,8 @@ def test_a_hierarchy_with_a_repeated_identical_row_is_accepted_with_a_warning(
 # ----------------------------------------------------------------------- the data migration
 
 
+# Migrates the test database back to 0010 and forward again.
+@pytest.mark.slow
 @pytest.mark.django_db(transaction=True)
 def test_the_migration_converts_old_style_requests_and_back():
     from django.db import connection

@@ -35,7 +35,8 @@ from releases.services import (
 )
 from releases.services.release import ReleaseParameters
 from tests.support import factories
-from tests.test_services import synthetic_csv, tag
+from tests.support.factories import synthetic_csv
+from tests.support.workflow import tag
 
 State = ReleaseRequest.State
 A = AuditEvent.Action

@@ -14,10 +14,9 @@ from releases import selectors
 from releases.models import AuditEvent, ReleaseFile, ReleaseRequest, ReleaseRound, Review, Role
 from releases.services import InvalidInput, lifecycle, package, release, review, storage
 from releases.services.release import ReleaseParameters
-from tests.conftest import make_user
 from tests.support import factories
-from tests.support.workflow import approve, download, request_release, run
-from tests.test_services import synthetic_csv, tag
+from tests.support.factories import synthetic_csv
+from tests.support.workflow import approve, download, request_release, run, tag
 
 pytestmark = pytest.mark.django_db
 
@@ -26,29 +25,8 @@ ALL_STATES = [s.value for s in State]
 DECISIONS = [d.value for d in Review.Decision]
 
 
-@pytest.fixture
-def second_officer(db):
-    return make_user("officer2", "Privacy officers")
-
-
 def make_dataset(user):
     return factories.make_dataset(user, synthetic_csv(), "people.csv")
-
-
-@pytest.fixture
-def ready(steward):
-    dataset = make_dataset(steward)
-    tag(
-        steward,
-        dataset,
-        {
-            "name": Role.IDENTIFIER,
-            "age": Role.QUASI_IDENTIFIER,
-            "sex": Role.QUASI_IDENTIFIER,
-            "diagnosis": Role.SENSITIVE,
-        },
-    )
-    return run(request_release(steward, dataset, k=5, suppression_limit=0.05))
 
 
 # --- The state machine ------------------------------------------------------------------------
@@ -62,19 +40,19 @@ EXPECTED = {
 
 @pytest.mark.parametrize("state", ALL_STATES)
 @pytest.mark.parametrize("decision", DECISIONS)
-def test_every_review_transition_is_allowed_or_refused(ready, officer, state, decision):
-    ReleaseRequest.objects.filter(pk=ready.pk).update(state=state)
+def test_every_review_transition_is_allowed_or_refused(ready_request, officer, state, decision):
+    ReleaseRequest.objects.filter(pk=ready_request.pk).update(state=state)
     expected = EXPECTED.get((state, decision))
     if expected is None:
         with pytest.raises(InvalidInput, match="only a request that is ready for review"):
-            review.review(officer, ready.pk, decision, "a comment")
+            review.review(officer, ready_request.pk, decision, "a comment")
         assert not Review.objects.exists()
     else:
-        review.review(officer, ready.pk, decision, "a comment")
+        review.review(officer, ready_request.pk, decision, "a comment")
         assert Review.objects.get().decision == decision
-    ready.refresh_from_db()
-    assert ready.state == (expected or state)
-    assert (ready.decided_at is not None) == (expected is not None)
+    ready_request.refresh_from_db()
+    assert ready_request.state == (expected or state)
+    assert (ready_request.decided_at is not None) == (expected is not None)
 
 
 RESUBMITTABLE = {State.CHANGES_REQUESTED, State.FAILED, State.CANCELLED}
@@ -82,32 +60,36 @@ RESUBMITTABLE = {State.CHANGES_REQUESTED, State.FAILED, State.CANCELLED}
 
 @pytest.mark.parametrize("state", ALL_STATES)
 def test_every_resubmit_transition_is_allowed_or_refused(
-    ready, steward, state, django_capture_on_commit_callbacks
+    ready_request, steward, state, django_capture_on_commit_callbacks
 ):
-    ReleaseRequest.objects.filter(pk=ready.pk).update(state=state)
+    ReleaseRequest.objects.filter(pk=ready_request.pk).update(state=state)
     params = ReleaseParameters(k=10, suppression_limit=0.1)
     if state in RESUBMITTABLE:
         with django_capture_on_commit_callbacks(execute=False) as callbacks:
-            release.resubmit(steward, ready.pk, params, "Coarser, as asked.")
-        ready.refresh_from_db()
-        assert (ready.state, ready.round, ready.privacy_model.k) == (State.QUEUED, 2, 10)
+            release.resubmit(steward, ready_request.pk, params, "Coarser, as asked.")
+        ready_request.refresh_from_db()
+        assert (ready_request.state, ready_request.round, ready_request.privacy_model.k) == (
+            State.QUEUED,
+            2,
+            10,
+        )
         assert len(callbacks) == 2  # the old files removed, the new run enqueued
-        assert ReleaseRound.objects.get(request=ready).outcome == state
+        assert ReleaseRound.objects.get(request=ready_request).outcome == state
     else:
         with pytest.raises(InvalidInput, match="can be resubmitted"):
-            release.resubmit(steward, ready.pk, params, "Coarser.")
-        ready.refresh_from_db()
-        assert (ready.state, ready.round) == (state, 1)
+            release.resubmit(steward, ready_request.pk, params, "Coarser.")
+        ready_request.refresh_from_db()
+        assert (ready_request.state, ready_request.round) == (state, 1)
 
 
 # --- Who may do what ---------------------------------------------------------------------------
 
 
 @pytest.mark.parametrize("role_user", ["steward", "recipient", "other_steward"])
-def test_only_officers_review(request, ready, role_user):
+def test_only_officers_review(request, ready_request, role_user):
     # The requester is refused; people who cannot see the request do not learn it exists.
     with pytest.raises(PermissionDenied if role_user == "steward" else Http404):
-        review.review(request.getfixturevalue(role_user), ready.pk, "approve")
+        review.review(request.getfixturevalue(role_user), ready_request.pk, "approve")
     assert not Review.objects.exists()
 
 
@@ -121,144 +103,156 @@ def test_nobody_reviews_their_own_request(steward_officer):
     assert not lifecycle.can_review(steward_officer, own)
 
 
-def test_only_the_requester_resubmits(ready, officer, other_steward, steward):
-    review.review(officer, ready.pk, "changes", "Coarser ages please.")
+def test_only_the_requester_resubmits(ready_request, officer, other_steward, steward):
+    review.review(officer, ready_request.pk, "changes", "Coarser ages please.")
     params = ReleaseParameters(k=10, suppression_limit=0.05)
     with pytest.raises(PermissionDenied):
-        release.resubmit(officer, ready.pk, params, "I'll do it")
+        release.resubmit(officer, ready_request.pk, params, "I'll do it")
     with pytest.raises(Http404):
-        release.resubmit(other_steward, ready.pk, params, "Not mine")
+        release.resubmit(other_steward, ready_request.pk, params, "Not mine")
     with pytest.raises(InvalidInput, match="Answer"):
-        release.resubmit(steward, ready.pk, params, " ")
+        release.resubmit(steward, ready_request.pk, params, " ")
 
 
-def test_a_reviewer_votes_once_per_round(ready, officer, second_officer, settings):
+def test_a_reviewer_votes_once_per_round(ready_request, officer, second_officer, settings):
     settings.REQUIRED_APPROVALS = 2
-    review.review(officer, ready.pk, "approve")
+    review.review(officer, ready_request.pk, "approve")
     with pytest.raises(InvalidInput, match="already reviewed"):
-        review.review(officer, ready.pk, "approve")
+        review.review(officer, ready_request.pk, "approve")
     assert Review.objects.count() == 1
-    ready.refresh_from_db()
-    assert ready.state == State.READY
+    ready_request.refresh_from_db()
+    assert ready_request.state == State.READY
 
 
 # --- Independent approvals, blind voting, binding to bytes --------------------------------------
 
 
-def test_two_independent_approvals_when_required(ready, officer, second_officer, settings):
+def test_two_independent_approvals_when_required(ready_request, officer, second_officer, settings):
     settings.REQUIRED_APPROVALS = 2
-    review.review(officer, ready.pk, "approve")
-    ready.refresh_from_db()
-    assert ready.state == State.READY and selectors.approvals_so_far(ready) == 1
-    review.review(second_officer, ready.pk, "approve")
-    ready.refresh_from_db()
-    assert ready.state == State.APPROVED
+    review.review(officer, ready_request.pk, "approve")
+    ready_request.refresh_from_db()
+    assert ready_request.state == State.READY and selectors.approvals_so_far(ready_request) == 1
+    review.review(second_officer, ready_request.pk, "approve")
+    ready_request.refresh_from_db()
+    assert ready_request.state == State.APPROVED
 
 
 def test_blind_voting_hides_other_votes_until_one_votes(
-    ready, officer, second_officer, steward, settings, client
+    ready_request, officer, second_officer, steward, settings, client
 ):
     settings.REQUIRED_APPROVALS = 2
-    review.review(officer, ready.pk, "approve", "Fine by me, the secret word is zebra")
-    ready.refresh_from_db()
-    assert selectors.votes_hidden_from(second_officer, ready)
-    assert selectors.reviews_for(second_officer, ready) == []
+    review.review(officer, ready_request.pk, "approve", "Fine by me, the secret word is zebra")
+    ready_request.refresh_from_db()
+    assert selectors.votes_hidden_from(second_officer, ready_request)
+    assert selectors.reviews_for(second_officer, ready_request) == []
     assert not any(
-        e.action == AuditEvent.Action.REVIEW for e in selectors.timeline_for(second_officer, ready)
+        e.action == AuditEvent.Action.REVIEW
+        for e in selectors.timeline_for(second_officer, ready_request)
     )
-    assert selectors.votes_hidden_from(steward, ready)
+    assert selectors.votes_hidden_from(steward, ready_request)
 
     client.force_login(second_officer)
-    page = client.get(reverse("releases:request_detail", args=[ready.pk])).content.decode()
+    page = client.get(reverse("releases:request_detail", args=[ready_request.pk])).content.decode()
     assert "zebra" not in page and "stay hidden" in page
     # Not even that somebody approved: no running count before one's own vote.
     assert "1 of 2 approvals" not in page and "2 approvals needed for this round" in page
 
-    review.review(second_officer, ready.pk, "approve")
-    ready.refresh_from_db()
-    page = client.get(reverse("releases:request_detail", args=[ready.pk])).content.decode()
+    review.review(second_officer, ready_request.pk, "approve")
+    ready_request.refresh_from_db()
+    page = client.get(reverse("releases:request_detail", args=[ready_request.pk])).content.decode()
     assert "zebra" in page
-    assert [r.reviewer for r in selectors.reviews_for(steward, ready)] == [officer, second_officer]
+    assert [r.reviewer for r in selectors.reviews_for(steward, ready_request)] == [
+        officer,
+        second_officer,
+    ]
 
 
-def test_an_approval_counts_only_for_the_bytes_it_saw(ready, officer, second_officer, settings):
+def test_an_approval_counts_only_for_the_bytes_it_saw(
+    ready_request, officer, second_officer, settings
+):
     settings.REQUIRED_APPROVALS = 2
-    review.review(officer, ready.pk, "approve")
+    review.review(officer, ready_request.pk, "approve")
     # The package changes (a re-run writes other bytes): the earlier approval no longer counts.
-    csv_file = ready.files.get(format="csv")
+    csv_file = ready_request.files.get(format="csv")
     content = storage.read_bytes(csv_file.path).replace(b"\n", b"\r\n")
     new_path = storage.save_bytes("extracts", ".csv", content)
     ReleaseFile.objects.filter(pk=csv_file.pk).update(
         path=new_path, sha256=storage.sha256_hex(content)
     )
-    hashes = {f.format: f.sha256 for f in ready.files.all()}
-    ReleaseRequest.objects.filter(pk=ready.pk).update(
+    hashes = {f.format: f.sha256 for f in ready_request.files.all()}
+    ReleaseRequest.objects.filter(pk=ready_request.pk).update(
         extract_path=new_path,
         extract_sha256=storage.sha256_hex(content),
         package_sha256=package.package_digest(hashes),
     )
-    ready.refresh_from_db()
-    assert selectors.approvals_so_far(ready) == 0
-    review.review(second_officer, ready.pk, "approve")
-    ready.refresh_from_db()
-    assert ready.state == State.READY
+    ready_request.refresh_from_db()
+    assert selectors.approvals_so_far(ready_request) == 0
+    review.review(second_officer, ready_request.pk, "approve")
+    ready_request.refresh_from_db()
+    assert ready_request.state == State.READY
     vote = Review.objects.get(reviewer=second_officer)
     assert (vote.extract_sha256, vote.package_sha256) == (
-        ready.extract_sha256,
-        ready.package_sha256,
+        ready_request.extract_sha256,
+        ready_request.package_sha256,
     )
 
 
-def test_approving_a_result_whose_checks_failed_is_refused(ready, officer, client):
-    summary = dict(ready.summary)
+def test_approving_a_result_whose_checks_failed_is_refused(ready_request, officer, client):
+    summary = dict(ready_request.summary)
     assert summary["models"][0]["model"] == "k-anonymity"
     summary["models"][0]["achieved"] = {"k": 3}
-    ReleaseRequest.objects.filter(pk=ready.pk).update(summary=summary)
-    ready.refresh_from_db()
-    failed = [c.name for c in review.checks(ready) if not c.passed]
+    ReleaseRequest.objects.filter(pk=ready_request.pk).update(summary=summary)
+    ready_request.refresh_from_db()
+    failed = [c.name for c in review.checks(ready_request) if not c.passed]
     assert failed == ["k-anonymity"]
     with pytest.raises(InvalidInput, match="checks did not pass"):
-        review.review(officer, ready.pk, "approve")
+        review.review(officer, ready_request.pk, "approve")
     client.force_login(officer)
     response = client.post(
-        reverse("releases:request_review", args=[ready.pk]), {"decision": "approve"}
+        reverse("releases:request_review", args=[ready_request.pk]), {"decision": "approve"}
     )
     assert response.status_code == 400
     assert "cannot be approved" in response.content.decode()
     # Requesting changes stays possible.
-    review.review(officer, ready.pk, "changes", "k is not met")
-    ready.refresh_from_db()
-    assert ready.state == State.CHANGES_REQUESTED
+    review.review(officer, ready_request.pk, "changes", "k is not met")
+    ready_request.refresh_from_db()
+    assert ready_request.state == State.CHANGES_REQUESTED
 
 
 @pytest.mark.parametrize("fmt", ["csv", "xlsx", "parquet"])
-def test_approval_of_a_tampered_or_missing_file_is_refused(ready, officer, settings, fmt):
-    path = settings.MEDIA_ROOT / ready.files.get(format=fmt).path
+def test_approval_of_a_tampered_or_missing_file_is_refused(ready_request, officer, settings, fmt):
+    path = settings.MEDIA_ROOT / ready_request.files.get(format=fmt).path
     path.write_bytes(path.read_bytes() + b"x,y\n")
     with pytest.raises(InvalidInput, match="no longer matches"):
-        review.review(officer, ready.pk, "approve")
+        review.review(officer, ready_request.pk, "approve")
     path.unlink()
     with pytest.raises(InvalidInput, match="missing"):
-        review.review(officer, ready.pk, "approve")
+        review.review(officer, ready_request.pk, "approve")
     assert not Review.objects.exists()
 
 
 # --- Rounds ---------------------------------------------------------------------------------------
 
 
-def test_changes_requested_then_resubmitted_starts_a_new_round(ready, officer, steward, client):
-    review.review(officer, ready.pk, "changes", "Please use k=10.")
+def test_changes_requested_then_resubmitted_starts_a_new_round(
+    ready_request, officer, steward, client
+):
+    review.review(officer, ready_request.pk, "changes", "Please use k=10.")
     release.resubmit(
-        steward, ready.pk, ReleaseParameters(k=10, suppression_limit=0.05), "Done: k=10."
+        steward, ready_request.pk, ReleaseParameters(k=10, suppression_limit=0.05), "Done: k=10."
     )
-    ready = run(ready)
-    assert (ready.state, ready.round, ready.privacy_model.k) == (State.READY, 2, 10)
-    assert ready.summary["achieved"]["k"] >= 10
+    ready_request = run(ready_request)
+    assert (ready_request.state, ready_request.round, ready_request.privacy_model.k) == (
+        State.READY,
+        2,
+        10,
+    )
+    assert ready_request.summary["achieved"]["k"] >= 10
     extract = pd.read_csv(
-        io.BytesIO(storage.read_bytes(ready.extract_path)), dtype=str, keep_default_na=False
+        io.BytesIO(storage.read_bytes(ready_request.extract_path)), dtype=str, keep_default_na=False
     )
     assert extract.groupby(["age", "sex"]).size().min() >= 10
-    earlier = ReleaseRound.objects.get(request=ready)
+    earlier = ReleaseRound.objects.get(request=ready_request)
     assert (earlier.number, earlier.outcome, earlier.response) == (
         1,
         State.CHANGES_REQUESTED,
@@ -266,18 +260,18 @@ def test_changes_requested_then_resubmitted_starts_a_new_round(ready, officer, s
     )
     assert earlier.parameters["model"]["criteria"] == [{"model": "k-anonymity", "k": 5}]
     # The officer's first-round review does not count for round 2, and they may vote again.
-    assert lifecycle.can_review(officer, ready)
-    review.review(officer, ready.pk, "approve")
-    ready.refresh_from_db()
-    assert ready.state == State.APPROVED
+    assert lifecycle.can_review(officer, ready_request)
+    review.review(officer, ready_request.pk, "approve")
+    ready_request.refresh_from_db()
+    assert ready_request.state == State.APPROVED
 
     client.force_login(steward)
-    page = client.get(reverse("releases:request_detail", args=[ready.pk])).content.decode()
+    page = client.get(reverse("releases:request_detail", args=[ready_request.pk])).content.decode()
     assert "Earlier rounds" in page and "Please use k=10." in page and "Done: k=10." in page
 
 
 def test_the_requester_is_emailed_each_decision(
-    ready, officer, steward, mailoutbox, django_capture_on_commit_callbacks, monkeypatch
+    ready_request, officer, steward, mailoutbox, django_capture_on_commit_callbacks, monkeypatch
 ):
     from releases.tasks import notify_requester_task
 
@@ -291,32 +285,32 @@ def test_the_requester_is_emailed_each_decision(
         lambda *args: queued.append(args) or notify_requester_task(*args),
     )
     with django_capture_on_commit_callbacks(execute=True):
-        review.review(officer, ready.pk, "changes", "Coarser ages, please.")
+        review.review(officer, ready_request.pk, "changes", "Coarser ages, please.")
     assert queued == [(Review.objects.get().pk,)]
     assert len(mailoutbox) == 1
     message = mailoutbox[0]
     assert message.to == ["steward@example.org"]
     assert "requested changes" in message.subject.lower()
     assert "Coarser ages, please." in message.body
-    assert f"http://127.0.0.1:8000/requests/{ready.pk}/" in message.body
+    assert f"http://127.0.0.1:8000/requests/{ready_request.pk}/" in message.body
 
 
-def test_approved_extract_download_matches_the_reviewed_bytes(ready, officer, recipient):
-    approve(officer, ready, recipient)
+def test_approved_extract_download_matches_the_reviewed_bytes(ready_request, officer, recipient):
+    approve(officer, ready_request, recipient)
     vote = Review.objects.get()
     for fmt in ("csv", "xlsx", "parquet"):
-        content = download(recipient, ready, fmt)
-        assert storage.sha256_hex(content) == ready.files.get(format=fmt).sha256
-    assert storage.sha256_hex(download(recipient, ready)) == vote.extract_sha256
-    assert vote.package_sha256 == ready.package_sha256
+        content = download(recipient, ready_request, fmt)
+        assert storage.sha256_hex(content) == ready_request.files.get(format=fmt).sha256
+    assert storage.sha256_hex(download(recipient, ready_request)) == vote.extract_sha256
+    assert vote.package_sha256 == ready_request.package_sha256
 
 
 # --- The page ----------------------------------------------------------------------------------
 
 
-def test_review_page_shows_figures_checks_charts_and_classes(ready, officer, client):
+def test_review_page_shows_figures_checks_charts_and_classes(ready_request, officer, client):
     client.force_login(officer)
-    page = client.get(reverse("releases:request_detail", args=[ready.pk])).content.decode()
+    page = client.get(reverse("releases:request_detail", args=[ready_request.pk])).content.decode()
     for needle in [
         'id="k-achieved"',
         'id="loss"',
@@ -332,20 +326,20 @@ def test_review_page_shows_figures_checks_charts_and_classes(ready, officer, cli
         assert needle in page, needle
 
 
-def test_classes_table_sorts_filters_and_expands(ready, officer, client):
+def test_classes_table_sorts_filters_and_expands(ready_request, officer, client):
     client.force_login(officer)
-    url = reverse("releases:request_classes", args=[ready.pk])
+    url = reverse("releases:request_classes", args=[ready_request.pk])
     largest = client.get(url + "?order=-size", HTTP_HX_REQUEST="true").content.decode()
-    sizes = list(ready.classes.order_by("-size").values_list("size", flat=True))
+    sizes = list(ready_request.classes.order_by("-size").values_list("size", flat=True))
     assert f'<td class="num">{sizes[0]}</td>' in largest.split("<tbody>")[1].split("</tr>")[0]
-    one = ready.classes.order_by("size").first()
+    one = ready_request.classes.order_by("size").first()
     filtered = client.get(
         url, {"attribute": "sex", "value": one.values["sex"]}, HTTP_HX_REQUEST="true"
     )
-    expected = ready.classes.filter(values__sex=one.values["sex"]).count()
+    expected = ready_request.classes.filter(values__sex=one.values["sex"]).count()
     assert filtered.content.decode().count('class="class-row') == min(expected, 25)
     detail = client.get(
-        reverse("releases:class_detail", args=[ready.pk, one.pk]), HTTP_HX_REQUEST="true"
+        reverse("releases:class_detail", args=[ready_request.pk, one.pk]), HTTP_HX_REQUEST="true"
     )
     body = detail.content.decode()
     assert "diagnosis" in body and "distinct l" in body
@@ -354,16 +348,16 @@ def test_classes_table_sorts_filters_and_expands(ready, officer, client):
 
 
 def test_queue_filters_and_shows_the_reviewers_progress(
-    ready, officer, second_officer, client, settings
+    ready_request, officer, second_officer, client, settings
 ):
     settings.REQUIRED_APPROVALS = 2
-    review.review(officer, ready.pk, "approve")
+    review.review(officer, ready_request.pk, "approve")
     client.force_login(officer)
     page = client.get(reverse("releases:review_queue")).content.decode()
-    assert f"#{ready.pk}" in page and "reviewed" in page
+    assert f"#{ready_request.pk}" in page and "reviewed" in page
     client.force_login(second_officer)
     page = client.get(reverse("releases:review_queue")).content.decode()
     assert "waiting for you" in page
     assert 'class="badge"' in page  # the navigation counts what waits for this officer
     page = client.get(reverse("releases:review_queue") + "?state=approved").content.decode()
-    assert f"#{ready.pk}" not in page
+    assert f"#{ready_request.pk}" not in page

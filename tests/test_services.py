@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import io
-import random
 
 import pandas as pd
 import pytest
@@ -12,23 +11,12 @@ from django.http import Http404
 
 from releases.models import AuditEvent, Dataset, ReleaseRequest, Role
 from releases.services import InvalidInput, audit, datasets, downloads, release, review, storage
-from tests.conftest import ADULT, ADULT_QUASI_IDENTIFIERS, csv_upload, hierarchy_upload
+from tests.conftest import ADULT_QUASI_IDENTIFIERS, csv_upload, hierarchy_upload
 from tests.support import pycanon
-from tests.support.factories import make_dataset
+from tests.support.factories import make_dataset, synthetic_csv
 from tests.support.workflow import approve, download, request_release, tag
 
 pytestmark = pytest.mark.django_db
-
-
-def synthetic_csv(rows: int = 300, seed: int = 7) -> str:
-    rng = random.Random(seed)
-    lines = ["name,age,zip,sex,diagnosis"]
-    for i in range(rows):
-        lines.append(
-            f"Person {i},{rng.randint(18, 90)},{rng.choice(['02139', '02141', '02142', '02138'])},"
-            f"{rng.choice(['F', 'M'])},{rng.choice(['flu', 'asthma', 'diabetes', '=cmd|calc'])}"
-        )
-    return "\n".join(lines) + "\n"
 
 
 def extract_frame(release_request: ReleaseRequest) -> pd.DataFrame:
@@ -166,9 +154,11 @@ def test_run_reports_an_impossible_model_as_a_readable_failure(steward):
     assert not release_request.extract_path
 
 
+# A release of Adult's 30,162 rows, with ARX's hierarchies: seconds of search.
+@pytest.mark.slow
 @pytest.mark.pycanon
-def test_adult_release_is_5_anonymous_by_pycanon(steward):
-    dataset = make_dataset(steward, (ADULT / "adult.csv").read_bytes())
+def test_adult_release_is_5_anonymous_by_pycanon(steward, adult_dataset):
+    dataset = adult_dataset
     tag(steward, dataset, {name: Role.QUASI_IDENTIFIER for name in ADULT_QUASI_IDENTIFIERS})
     for column in dataset.columns.filter(role=Role.QUASI_IDENTIFIER):
         datasets.set_hierarchy_file(steward, dataset, column.pk, hierarchy_upload(column.name))
@@ -182,17 +172,6 @@ def test_adult_release_is_5_anonymous_by_pycanon(steward):
     assert extract.groupby(ADULT_QUASI_IDENTIFIERS).size().min() >= 5
     assert 30162 - len(extract) <= 0.05 * 30162
     assert release_request.summary["achieved"]["k"] >= 5
-
-
-@pytest.fixture
-def ready_request(steward):
-    dataset = make_dataset(steward, synthetic_csv())
-    tag(steward, dataset, {"age": Role.QUASI_IDENTIFIER, "sex": Role.QUASI_IDENTIFIER})
-    release_request = request_release(steward, dataset, k=5, suppression_limit=0.05)
-    release.run_release(release_request.pk)
-    release_request.refresh_from_db()
-    assert release_request.state == ReleaseRequest.State.READY
-    return release_request
 
 
 def test_nobody_decides_on_their_own_request(steward_officer):

@@ -15,7 +15,6 @@ import psycopg
 import pytest
 
 from tests.support import processes
-from tests.support.postgres import postgres_cluster
 
 pytestmark = pytest.mark.postgres
 
@@ -23,12 +22,13 @@ SCENARIO = [sys.executable, "-m", "tests.support.stats_scenario"]
 
 
 @pytest.fixture(scope="module")
-def environment(tmp_path_factory):
+def environment(tmp_path_factory, postgres_database):
     workdir = tmp_path_factory.mktemp("statistics")
-    with postgres_cluster() as url:
-        env = processes.app_environment(url, "redis://127.0.0.1:1/0", workdir / "media", workdir)
-        processes.manage(env, "migrate", "--noinput")
-        yield env
+    env = processes.app_environment(
+        postgres_database, "redis://127.0.0.1:1/0", workdir / "media", workdir
+    )
+    processes.manage(env, "migrate", "--noinput")
+    return env
 
 
 def step(env: dict, *args: str) -> dict:

@@ -18,6 +18,7 @@ import re
 from decimal import Decimal
 from unittest import mock
 
+import pandas as pd
 import pytest
 from django.contrib.auth.models import AnonymousUser
 from django.test import Client
@@ -77,9 +78,21 @@ MEDIAN_AGE = {
 QUERIES = [COUNT, BY_SEX, MEAN_INCOME, MEDIAN_AGE]
 
 
+#: The roles the steward gives: statistics may read every column but the names.
+ROLES = {
+    "name": Role.IDENTIFIER,
+    "region": Role.QUASI_IDENTIFIER,
+    "sex": Role.QUASI_IDENTIFIER,
+    "age": Role.QUASI_IDENTIFIER,
+    "income": Role.SENSITIVE,
+}
+
+
 @pytest.fixture
 def dataset(steward):
-    return factories.make_dataset(steward, people_csv(), "people.csv")
+    made = factories.make_dataset(steward, people_csv(), "people.csv")
+    tag(steward, made, ROLES)
+    return made
 
 
 @pytest.fixture
@@ -317,6 +330,7 @@ def test_bounds_are_the_stewards_and_clamp_every_value(steward, officer):
     rng = random.Random(3)
     lines = ["income"] + [str(rng.choice([5, 50, 10**9])) for _ in range(300)]
     wild = factories.make_dataset(steward, "\n".join(lines) + "\n", "wild.csv")
+    tag(steward, wild, {"income": Role.SENSITIVE})
     budget.set_budget(officer, wild, "10", "0")
     bounded = {"column": "income", "lower": 0, "upper": 100}
     queries = [
@@ -417,21 +431,45 @@ def test_the_preview_names_what_is_wrong_per_query_and_the_total_against_the_bud
     assert "need ε 5, but only ε 2" in body
 
 
-def test_the_form_adds_queries_and_offers_the_columns_values_to_its_steward_only(
+def test_the_form_adds_queries_and_fills_labels_from_public_sources_for_its_steward_only(
     funded, steward, other_steward
 ):
+    """The fill buttons offer the column's declared values or a level of its hierarchy, never
+    the values found in the data; and only to the dataset's steward."""
+    region = funded.columns.get(name="region")
+    datasets.set_declared_domain(steward, funded, region.pk, "North\nSouth\nEast\nWest")
     client = Client()
     client.force_login(steward)
     url = reverse("releases:statistics_request", args=[funded.pk])
     data = form_data([{"kind": "histogram", "epsilon": 0.5, "by": [{"column": "region"}]}], 2)
     body = client.post(url, {**data, "action": "add"}).content.decode()
     assert 'name="q-2-kind"' in body
+
+    def categories(body: str) -> list[str]:
+        found = re.search(r'<textarea name="q-0-categories"[^>]*>(.*?)</textarea>', body, re.S)
+        return found.group(1).split()
+
+    body = client.post(url, {**data, "action": "domain-0-1"}).content.decode()
+    assert categories(body) == ["North", "South", "East", "West"]
+    assert re.search(r'<option value="domain" selected>', body)
+    # The age column's hierarchy (automatic: intervals); level 1 holds intervals, not ages.
+    age = {"kind": "histogram", "epsilon": 0.5, "by": [{"column": "age"}]}
+    body = client.post(
+        url, {**form_data([age], 2), "q-0-level": "1", "action": "hierarchy-0-1"}
+    ).content.decode()
+    ages = set(pd.read_csv(io.StringIO(people_csv()))["age"].astype(str))
+    assert categories(body) and not set(categories(body)) & ages
+    # Level 0 is the column's own values: refused, and nothing is filled in.
+    body = client.post(
+        url, {**form_data([age], 2), "q-0-level": "0", "action": "hierarchy-0-1"}
+    ).content.decode()
+    assert "is not one of them" in body and categories(body) == []
+    # The old "use the column's values" action fills nothing from the data any more.
     body = client.post(url, {**data, "action": "fill-0-1"}).content.decode()
-    filled = re.search(r'<textarea name="q-0-categories"[^>]*>(.*?)</textarea>', body, re.S)
-    assert sorted(filled.group(1).split()) == [f"{MARKER}{i}" for i in range(6)]
+    assert categories(body) == [] and MARKER not in body
     other = Client()
     other.force_login(other_steward)
-    assert other.post(url, {**data, "action": "fill-0-1"}).status_code == 404
+    assert other.post(url, {**data, "action": "domain-0-1"}).status_code == 404
     assert other.get(url).status_code == 404
 
 
@@ -459,7 +497,17 @@ def test_a_statistics_release_is_not_reproduced_and_its_checks_bind_the_files(
 
 
 def test_an_approved_extract_is_recorded_in_the_ledger_outside_the_budget(funded, steward, officer):
-    tag(steward, funded, {"sex": Role.QUASI_IDENTIFIER, "age": Role.QUASI_IDENTIFIER})
+    # The extract releases sex and age generalized and nothing else.
+    tag(
+        steward,
+        funded,
+        {
+            "sex": Role.QUASI_IDENTIFIER,
+            "age": Role.QUASI_IDENTIFIER,
+            "region": Role.WITHHELD,
+            "income": Role.WITHHELD,
+        },
+    )
     extract = run(request_release(steward, funded, k=5, suppression_limit=0.1))
     assert not BudgetEntry.objects.filter(kind=Kind.ROW_LEVEL).exists()
     review.review(officer, extract.pk, "approve")

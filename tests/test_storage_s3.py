@@ -10,9 +10,12 @@ import pytest
 from releases.models import Dataset
 from releases.services import column_store, datasets, storage
 from tests.support.factories import make_dataset
+from tests.support.tiers import refuse_in_fast_tier
 
 BUCKET = "anonymizer-test"
 PREFIX = "private"
+
+pytestmark = pytest.mark.s3
 
 
 def _free_port() -> int:
@@ -22,7 +25,8 @@ def _free_port() -> int:
 
 
 @pytest.fixture(scope="module")
-def s3_server():
+def s3_server(request):
+    refuse_in_fast_tier(request, "s3", "moto's S3 server")
     from moto.server import ThreadedMotoServer
 
     port = _free_port()

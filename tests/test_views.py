@@ -10,9 +10,8 @@ from django.urls import reverse
 from releases.models import AuditEvent, Dataset, ReleaseRequest, Role
 from releases.services import profiling, release
 from tests.conftest import csv_upload
-from tests.support.factories import make_dataset
-from tests.support.workflow import approve, request_release
-from tests.test_services import synthetic_csv, tag
+from tests.support.factories import make_dataset, synthetic_csv
+from tests.support.workflow import approve, request_release, tag
 
 pytestmark = pytest.mark.django_db
 
@@ -23,17 +22,8 @@ def dataset(steward):
 
 
 @pytest.fixture
-def ready(steward, dataset):
-    tag(steward, dataset, {"age": Role.QUASI_IDENTIFIER, "name": Role.IDENTIFIER})
-    release_request = request_release(steward, dataset, k=5, suppression_limit=0.05)
-    release.run_release(release_request.pk)
-    release_request.refresh_from_db()
-    return release_request
-
-
-@pytest.fixture
-def approved(ready, officer, recipient):
-    return approve(officer, ready, recipient)
+def approved(ready_request, officer, recipient):
+    return approve(officer, ready_request, recipient)
 
 
 def login(client, user):
@@ -41,14 +31,14 @@ def login(client, user):
     return client
 
 
-def test_every_page_requires_login(client, dataset, ready):
+def test_every_page_requires_login(client, dataset, ready_request):
     for url in [
         reverse("releases:home"),
         reverse("releases:dataset_list"),
         reverse("releases:dataset_detail", args=[dataset.pk]),
-        reverse("releases:request_detail", args=[ready.pk]),
+        reverse("releases:request_detail", args=[ready_request.pk]),
         reverse("releases:review_queue"),
-        reverse("releases:download", args=[ready.pk]),
+        reverse("releases:download", args=[ready_request.pk]),
     ]:
         response = client.get(url)
         assert response.status_code == 302 and "/accounts/login/" in response["Location"], url
@@ -193,36 +183,37 @@ def test_request_form_creates_a_request_and_redirects_to_its_page(client, stewar
     assert "Queued" in page and 'hx-trigger="every 1s"' in page
 
 
-def test_status_polling_stops_when_the_request_is_final(client, steward, ready):
+def test_status_polling_stops_when_the_request_is_final(client, steward, ready_request):
     login(client, steward)
     response = client.get(
-        reverse("releases:request_status", args=[ready.pk]), HTTP_HX_REQUEST="true"
+        reverse("releases:request_status", args=[ready_request.pk]), HTTP_HX_REQUEST="true"
     )
     assert response["HX-Refresh"] == "true"
     assert "hx-trigger" not in response.content.decode()
 
 
-def test_review_page_shows_summary_levels_and_classes(client, officer, ready):
+def test_review_page_shows_summary_levels_and_classes(client, officer, ready_request):
     login(client, officer)
-    page = client.get(reverse("releases:request_detail", args=[ready.pk])).content.decode()
+    page = client.get(reverse("releases:request_detail", args=[ready_request.pk])).content.decode()
     assert 'id="k-achieved"' in page and "Equivalence classes" in page and "Approve" in page
     queue = client.get(reverse("releases:review_queue")).content.decode()
-    assert f"#{ready.pk}" in queue
+    assert f"#{ready_request.pk}" in queue
     classes = client.get(
-        reverse("releases:request_classes", args=[ready.pk]) + "?page=1", HTTP_HX_REQUEST="true"
+        reverse("releases:request_classes", args=[ready_request.pk]) + "?page=1",
+        HTTP_HX_REQUEST="true",
     )
     assert classes.status_code == 200 and 'id="classes"' in classes.content.decode()
 
 
 @pytest.mark.parametrize("role_user", ["steward", "recipient", "other_steward"])
-def test_only_officers_decide(client, request, ready, role_user):
+def test_only_officers_decide(client, request, ready_request, role_user):
     login(client, request.getfixturevalue(role_user))
     response = client.post(
-        reverse("releases:request_review", args=[ready.pk]), {"decision": "approve"}
+        reverse("releases:request_review", args=[ready_request.pk]), {"decision": "approve"}
     )
     assert response.status_code in (403, 404)
-    ready.refresh_from_db()
-    assert ready.state == ReleaseRequest.State.READY
+    ready_request.refresh_from_db()
+    assert ready_request.state == ReleaseRequest.State.READY
 
 
 def test_officer_cannot_decide_own_request_even_by_crafted_post(client, steward_officer):
@@ -241,26 +232,27 @@ def test_officer_cannot_decide_own_request_even_by_crafted_post(client, steward_
     assert own.state == ReleaseRequest.State.READY
 
 
-def test_reject_without_a_comment_is_refused_on_the_page(client, officer, ready):
+def test_reject_without_a_comment_is_refused_on_the_page(client, officer, ready_request):
     login(client, officer)
     response = client.post(
-        reverse("releases:request_review", args=[ready.pk]), {"decision": "reject", "comment": ""}
+        reverse("releases:request_review", args=[ready_request.pk]),
+        {"decision": "reject", "comment": ""},
     )
     assert response.status_code == 400 and "Give a comment" in response.content.decode()
     response = client.post(
-        reverse("releases:request_review", args=[ready.pk]),
+        reverse("releases:request_review", args=[ready_request.pk]),
         {"decision": "reject", "comment": "Too risky"},
     )
     assert response.status_code == 302
-    ready.refresh_from_db()
-    assert ready.state == ReleaseRequest.State.REJECTED
-    assert ready.reviews.get().comment == "Too risky"
+    ready_request.refresh_from_db()
+    assert ready_request.state == ReleaseRequest.State.REJECTED
+    assert ready_request.reviews.get().comment == "Too risky"
 
 
 @pytest.mark.parametrize("role_user", ["steward", "officer", "recipient"])
-def test_nobody_downloads_an_unapproved_release(client, request, ready, role_user):
+def test_nobody_downloads_an_unapproved_release(client, request, ready_request, role_user):
     login(client, request.getfixturevalue(role_user))
-    response = client.get(reverse("releases:download", args=[ready.pk]))
+    response = client.get(reverse("releases:download", args=[ready_request.pk]))
     # Recipients do not even see unapproved requests (404); officers never download (403); the
     # requester is refused until the release is approved (409).
     assert response.status_code == {"recipient": 404, "officer": 403, "steward": 409}[role_user]

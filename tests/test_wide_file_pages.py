@@ -15,7 +15,8 @@ from releases.services import sharing, suggestions
 from tests.support import factories
 from tests.support.workflow import approve, request_release, run
 
-pytestmark = pytest.mark.django_db
+# Its point is the width: a file of 3,000 columns profiled, released and paged.
+pytestmark = [pytest.mark.django_db, pytest.mark.slow]
 COLUMNS = 3000
 LIMIT = 1024 * 1024
 HTMX = {"HTTP_HX_REQUEST": "true"}

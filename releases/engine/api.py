@@ -7,11 +7,15 @@ from collections.abc import Mapping
 
 import numpy as np
 import pandas as pd
+from numpy.typing import NDArray
+from pandas.api.extensions import ExtensionArray
 
 from . import metrics
+from .arrays import BoolArray, CodeArray
 from .criteria import DataContext, PrivacyModel
 from .hierarchy import Hierarchy
-from .lattice import EncodedData, SearchResult, pareto_front, search
+from .lattice import CandidateEntry, EncodedData, SearchResult, pareto_front, search
+from .mondrian import anonymize_mondrian
 from .risk import risk_summary
 from .types import (
     SUPPRESSED_VALUE,
@@ -45,25 +49,31 @@ def _as_text(column: pd.Series) -> pd.Series:
 
 
 def _released_column(
-    labels: list[str], codes: np.ndarray, categorical: bool
+    labels: list[str], codes: CodeArray, categorical: bool
 ) -> pd.Categorical | pd.Series:
     """A generalized quasi-identifier: its labels taken by code. A Categorical column stays one
     (of the labels that occur) so that millions of rows cost a small code each; other columns
     are object strings as before (callers group on them without ``observed=True``): an object
     Series, which pandas 3 keeps as it is (an array would be copied into its str dtype)."""
     if categorical and len(set(labels)) == len(labels):
-        return pd.Categorical.from_codes(codes, categories=labels).remove_unused_categories()
+        # pandas takes any integer array as codes; pandas-stubs 2.3 types them Sequence[int].
+        released = pd.Categorical.from_codes(codes, categories=pd.Index(labels))  # type: ignore[arg-type]
+        return released.remove_unused_categories()
     return pd.Series(np.array(labels, dtype=object)[codes], dtype=object, copy=False)
 
 
-def _kept(column: pd.Series, keep_rows: np.ndarray, dropped: bool):
+def _kept(
+    column: pd.Series, keep_rows: BoolArray, dropped: bool
+) -> ExtensionArray | NDArray[np.generic]:
     """The rows of a column that are released (a Categorical keeps only values that occur)."""
     if isinstance(column.dtype, pd.CategoricalDtype):
-        kept = column.array[keep_rows]
+        categorical: pd.Categorical = column.array
+        kept = categorical[keep_rows]
         return kept.remove_unused_categories() if dropped else kept
     if isinstance(column.dtype, pd.ArrowDtype | pd.StringDtype):
         # Arrow strings (pandas' str dtype too) stay Arrow: no Python object per cell.
-        return column.array[keep_rows] if dropped else column.array
+        arrow: ExtensionArray = column.array
+        return arrow[keep_rows] if dropped else arrow
     return column.to_numpy()[keep_rows]
 
 
@@ -189,8 +199,6 @@ def anonymize(
     started = time.perf_counter()
     validate_config(data, config, check_values=config.algorithm != "optimal")
     if config.algorithm == "mondrian":
-        from .mondrian import anonymize_mondrian
-
         return anonymize_mondrian(data, config, progress)
 
     model = config.model
@@ -340,7 +348,7 @@ def anonymize(
     )
 
 
-def _candidate(qis, entry, optimum_levels) -> Candidate:
+def _candidate(qis: list[str], entry: CandidateEntry, optimum_levels: tuple[int, ...]) -> Candidate:
     levels, loss, highest, suppressed = entry
     return Candidate(
         {q: int(v) for q, v in zip(qis, levels, strict=True)},

@@ -2,11 +2,9 @@
 
     anonymize INPUT --out OUT.csv [--report REPORT.json] --qi COL[=HIERARCHY.csv] ...
               [--sensitive COL ...] [--identifier COL ...]
-              privacy models, at least one (generated from :mod:`.criteria`):
-              [--k N] [--l N --l-variant distinct|entropy|recursive --c C]
-              [--t T --t-distance equal|ordered|hierarchical] [--delta-disclosure D]
-              [--beta B --beta-variant basic|enhanced] [--highest-risk R] [--average-risk R]
-              [--population-uniqueness U --population-model dankar|pitman|zayatz|snb]
+              privacy models, at least one: an option per parameter of each model of
+              :data:`.criteria.REGISTRY` (e.g. [--k N] [--l N --l-variant entropy];
+              ``--help`` lists them all)
               [--population-size N | --sampling-fraction F]
               [--levels COL=N[,COL=N...]] [--sensitive-hierarchy COL=FILE ...]
               [--suppression-limit F] [--algorithm optimal|mondrian] [--delimiter D]
@@ -35,15 +33,16 @@ import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any, NoReturn, TextIO
 
 import numpy as np
 import pandas as pd
 
 from . import tabular
-from .api import parse_levels
+from .api import anonymize, parse_levels
 from .criteria import POPULATION_PARAMS, REGISTRY, PrivacyModel
 from .export import write_csv
+from .hierarchy import Hierarchy
 from .risk import PopulationModel
 from .types import AnonymizationConfig, AnonymizationResult, EngineError
 
@@ -57,16 +56,15 @@ class CliError(Exception):
 
 class _Parser(argparse.ArgumentParser):
     # One line instead of argparse's usage + message, and no SystemExit from inside run().
-    def error(self, message: str) -> None:  # type: ignore[override]
+    def error(self, message: str) -> NoReturn:
         raise CliError(message)
 
 
 def build_parser(prog: str = "anonymize") -> argparse.ArgumentParser:
     p = _Parser(
         prog=prog,
-        description="Anonymize a table (k-anonymity, l-diversity, t-closeness, δ-disclosure, "
-        "β-likeness, re-identification risk, population uniqueness) and write the extract and "
-        "a JSON report.",
+        description=f"Anonymize a table ({', '.join(k.label for k in REGISTRY.values())}) "
+        "and write the extract and a JSON report.",
     )
     p.add_argument("input", metavar="INPUT", help="CSV file to anonymize")
     p.add_argument("--out", required=True, metavar="OUT.csv", help="where to write the extract")
@@ -127,7 +125,7 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
             elif spec.default is not None:
                 help_text = f"{help_text} (default {spec.default})"
             group.add_argument(
-                spec.flag,
+                spec.option(name),
                 dest=spec.key(name),
                 type=_TYPES.get(spec.kind, str),
                 choices=[c for c, _ in spec.choices] or None,
@@ -139,7 +137,7 @@ def _add_model_options(p: argparse.ArgumentParser) -> None:
     )
     for spec in POPULATION_PARAMS:
         population.add_argument(
-            spec.flag,
+            spec.option("population"),
             dest=spec.name,
             type=_TYPES[spec.kind],
             metavar=spec.metavar,
@@ -153,13 +151,13 @@ def _privacy_model(args: argparse.Namespace) -> PrivacyModel:
         values = {spec.name: getattr(args, spec.key(name)) for spec in kind.params}
         main = kind.params[0]
         if values[main.name] is None:
-            extra = [s.flag for s in kind.params[1:] if values[s.name] is not None]
+            extra = [s.option(name) for s in kind.params[1:] if values[s.name] is not None]
             if extra:
-                raise CliError(f"{extra[0]} refines {kind.label}: give {main.flag} too")
+                raise CliError(f"{extra[0]} refines {kind.label}: give {main.option(name)} too")
             continue
         criteria.append(kind(**values))
     if not criteria:
-        flags = ", ".join(str(kind.params[0].flag) for kind in REGISTRY.values())
+        flags = ", ".join(kind.params[0].option(name) for name, kind in REGISTRY.items())
         raise CliError(f"choose at least one privacy model: {flags}")
     population = None
     if args.population_size is not None or args.sampling_fraction is not None:
@@ -208,9 +206,7 @@ def _split_pair(item: str, option: str) -> tuple[str, str | None]:
     return name, (file if sep else None)
 
 
-def _load_hierarchy(column: str, file: str, values: pd.Series):
-    from .hierarchy import Hierarchy
-
+def _load_hierarchy(column: str, file: str, values: pd.Series) -> Hierarchy:
     if not Path(file).is_file():
         raise CliError(f"hierarchy file {file} for {column!r} does not exist")
     hierarchy = Hierarchy.from_arx_csv(Path(file), attribute=column)
@@ -220,7 +216,6 @@ def _load_hierarchy(column: str, file: str, values: pd.Series):
 
 def build_config(args: argparse.Namespace, df: pd.DataFrame) -> AnonymizationConfig:
     """The engine configuration the arguments describe (raises CliError / EngineError)."""
-    from .hierarchy import Hierarchy
 
     def check_column(name: str, role: str) -> None:
         if name not in df.columns:
@@ -322,8 +317,6 @@ def execute(
 ) -> None:
     """Parse ``argv``, anonymize, write the files. Raises :class:`CliError` on any problem.
     Warnings (e.g. a hierarchy row listed twice) go to ``stderr``, one line each."""
-    from .api import anonymize
-
     args = build_parser(prog).parse_args(list(argv))
     try:
         df, sep = read_table(args.input, _delimiter_arg(args.delimiter))

@@ -16,13 +16,17 @@ from __future__ import annotations
 
 import hashlib
 import re
+from collections.abc import Callable, Hashable, Sequence
 from dataclasses import dataclass
-from typing import IO
+from typing import IO, TypeAlias, overload
 
 import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+from numpy.typing import NDArray
+
+from .arrays import BoolArray, IntArray, ObjectArray, SmallIntArray
 
 #: First characters that make a spreadsheet evaluate a cell.
 FORMULA_PREFIXES = ("=", "+", "-", "@", "\t", "\r")
@@ -40,19 +44,33 @@ def neutralise_cell(value: str) -> str:
     return s
 
 
-def _neutralised(values: pd.Index | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+#: Distinct values neutralised, and which of them changed.
+_Neutralised: TypeAlias = tuple[ObjectArray, BoolArray]
+
+
+def _neutralised(values: pd.Index | NDArray[np.generic]) -> _Neutralised:
     """(distinct values neutralised, which of them changed), as object strings and booleans."""
     text = pd.Series(np.asarray(values, dtype=object)).astype(str)
     risky = text.str.contains(_DANGEROUS, regex=True) & ~text.str.fullmatch(_PLAIN_NUMBER)
     return np.where(risky, "'" + text, text).astype(object), risky.to_numpy(dtype=bool)
 
 
-def _neutralise_values(values: pd.Index | np.ndarray) -> np.ndarray:
+def _neutralise_values(values: pd.Index | NDArray[np.generic]) -> ObjectArray:
     """The distinct values of a column, neutralised (an object array of strings)."""
     return _neutralised(values)[0]
 
 
-def _per_column(function, arrays: list[np.ndarray]) -> list:
+@overload
+def _per_column(
+    function: Callable[[ObjectArray], _Neutralised], arrays: Sequence[ObjectArray]
+) -> list[_Neutralised]: ...
+@overload
+def _per_column(
+    function: Callable[[ObjectArray], ObjectArray], arrays: Sequence[ObjectArray]
+) -> list[ObjectArray]: ...
+def _per_column(
+    function: Callable[[ObjectArray], _Neutralised | ObjectArray], arrays: Sequence[ObjectArray]
+) -> list[_Neutralised] | list[ObjectArray]:
     """``function`` (values -> arrays as long, element-wise) on many columns' distinct values in
     one vectorised pass, split back per column: a wide file has thousands of columns of a few
     values each, and a pass per column would cost a millisecond each."""
@@ -62,7 +80,8 @@ def _per_column(function, arrays: list[np.ndarray]) -> list:
     joined = np.concatenate([np.asarray(a, dtype=object) for a in arrays])
     results = function(joined)
     if isinstance(results, tuple):
-        return list(zip(*(np.split(r, bounds) for r in results), strict=True))
+        safe, changed = results
+        return list(zip(np.split(safe, bounds), np.split(changed, bounds), strict=True))
     return np.split(results, bounds)
 
 
@@ -88,7 +107,7 @@ def _is_text(series: pd.Series) -> bool:
     )
 
 
-def _codes_and_values(series: pd.Series) -> tuple[np.ndarray, np.ndarray]:
+def _codes_and_values(series: pd.Series) -> tuple[SmallIntArray, ObjectArray]:
     """(codes, distinct values as strings) of a text column; a missing cell becomes ""."""
     if isinstance(series.dtype, pd.CategoricalDtype):
         codes = series.cat.codes.to_numpy()
@@ -110,7 +129,8 @@ def neutralise_formulas(df: pd.DataFrame) -> pd.DataFrame:
     categorical.
     """
     out = df.copy()
-    coded = []  # (column, codes or None for a Categorical, distinct values)
+    # (column, codes or None for a Categorical, distinct values)
+    coded: list[tuple[Hashable, IntArray | None, pd.Index]] = []
     for col in out.columns:
         series = out[col]
         if not _is_text(series):
@@ -124,19 +144,21 @@ def neutralise_formulas(df: pd.DataFrame) -> pd.DataFrame:
             codes, uniques = pd.factorize(series, use_na_sentinel=True)
             coded.append((col, codes, uniques))
     checked = _per_column(_neutralised, [np.asarray(u, dtype=object) for _, _, u in coded])
-    for (col, codes, _), (safe, risky) in zip(coded, checked, strict=True):
+    for (name, factorized, _), (safe, risky) in zip(coded, checked, strict=True):
         if not risky.any():
             continue
-        series = out[col]
-        if codes is None:
+        series = out[name]
+        if factorized is None:
             if len(set(safe)) == len(safe):
-                out[col] = series.cat.rename_categories(list(safe))
+                out[name] = series.cat.rename_categories(list(safe))
             else:  # "=x" and "'=x" both present: they become one value
-                codes = series.cat.codes.to_numpy()
-                out[col] = pd.Categorical(np.where(codes >= 0, safe[np.maximum(codes, 0)], None))
+                category_codes = series.cat.codes.to_numpy()
+                merged = safe[np.maximum(category_codes, 0)]
+                merged[category_codes < 0] = None  # a missing cell stays missing
+                out[name] = pd.Categorical(merged)
         else:
-            values = safe[np.maximum(codes, 0)]
-            out[col] = pd.Series(values, index=series.index).where(codes >= 0, series)
+            values = safe[np.maximum(factorized, 0)]
+            out[name] = pd.Series(values, index=series.index).where(factorized >= 0, series)
     out.columns = [neutralise_cell(c) if isinstance(c, str) else c for c in out.columns]
     return out
 
@@ -144,7 +166,7 @@ def neutralise_formulas(df: pd.DataFrame) -> pd.DataFrame:
 # --- Writing ------------------------------------------------------------------------------
 
 
-def _quote(values: np.ndarray, delimiter: str, single_column: bool) -> np.ndarray:
+def _quote(values: ObjectArray, delimiter: str, single_column: bool) -> ObjectArray:
     """CSV quoting of distinct values as Python's csv module writes them (QUOTE_MINIMAL, quote
     doubled), with one difference: a carriage return always leads to quotes (Python 3.11 leaves
     it bare when the line terminator is "\\n", which splits the row in many readers)."""
@@ -168,7 +190,9 @@ def _quote_arrow(array: pa.Array, delimiter: str, single_column: bool) -> pa.Arr
     return out
 
 
-def _column_codes(series: pd.Series) -> tuple[np.ndarray | None, object]:
+def _column_codes(
+    series: pd.Series,
+) -> tuple[SmallIntArray, ObjectArray] | tuple[None, pa.ChunkedArray]:
     """(codes, distinct values as strings) of one column; for Arrow strings (a value per row:
     IDs, free text), (None, the cells), quoted batch by batch."""
     if isinstance(series.dtype, pd.ArrowDtype):
@@ -182,7 +206,7 @@ def _column_codes(series: pd.Series) -> tuple[np.ndarray | None, object]:
 
 def _column_parts(
     frame: pd.DataFrame, delimiter: str, single: bool
-) -> list[tuple[pa.Array | pa.ChunkedArray, np.ndarray | None]]:
+) -> list[tuple[pa.Array | pa.ChunkedArray, NDArray[np.int32] | None]]:
     """Per column, (quoted distinct values, codes) ready to be taken batch by batch, or (the
     cells, None) for Arrow strings; every column's distinct values quoted in one pass."""
     coded = [_column_codes(frame[c]) for c in frame.columns]

@@ -19,8 +19,11 @@ from functools import cached_property
 from pathlib import Path
 
 import numpy as np
+import pandas as pd
 
-from .types import SUPPRESSED_VALUE, HierarchyError
+from .arrays import IntArray
+from .constants import SUPPRESSED_VALUE
+from .errors import HierarchyError
 
 __all__ = ["Hierarchy"]
 
@@ -371,8 +374,6 @@ class Hierarchy:
         Parses ISO dates and common formats (``dayfirst`` for 31/12/2020). Values that are not
         dates (and missing values) map to themselves, then ``*``.
         """
-        import pandas as pd  # local: keeps `import releases.engine.hierarchy` light
-
         distinct = cls._distinct(values) or [""]
         rows = []
         for v, ts in zip(distinct, _parse_dates(distinct, dayfirst), strict=True):
@@ -422,7 +423,7 @@ class Hierarchy:
         return cls.categorical(distinct, attribute=attribute)
 
     # ----------------------------------------------------------------------------- encoding
-    def encode(self, data_values: Sequence[str]) -> tuple[list[np.ndarray], list[list[str]]]:
+    def encode(self, data_values: Sequence[str]) -> tuple[list[IntArray], list[list[str]]]:
         """Integer codes of ``data_values`` (distinct data values) at every level.
 
         Returns ``(codes, labels)``: ``codes[level][j]`` is the code of the generalization of
@@ -436,7 +437,7 @@ class Hierarchy:
             raise HierarchyError(
                 self._named(f"the data value {exc.args[0]!r} is not covered by the hierarchy.")
             ) from None
-        codes: list[np.ndarray] = []
+        codes: list[IntArray] = []
         labels: list[list[str]] = []
         for level in range(self.height):
             lookup: dict[str, int] = {}

@@ -40,14 +40,16 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TypeAlias
 
 import numpy as np
 import pandas as pd
 
 from . import metrics
-from .criteria import Classes, DataContext, PrivacyModel
+from .arrays import BoolArray, CodeArray, FloatArray, IntArray
+from .criteria import Classes, DataContext, Evaluation, PrivacyModel
 from .errors import EngineError
 from .hierarchy import Hierarchy
 from .privacy import SensitiveCounts
@@ -76,11 +78,12 @@ class Attribute:
 
     name: str
     hierarchy: Hierarchy
-    gen: list[np.ndarray]
+    gen: list[CodeArray]
     labels: list[list[str]]
-    shares: list[np.ndarray]
-    frequency: np.ndarray  # rows per level-0 code
-    _steps: dict[tuple[int, int], np.ndarray] = field(default_factory=dict)
+    shares: list[FloatArray]
+    frequency: IntArray  # rows per level-0 code
+    _steps: dict[tuple[int, int], CodeArray] = field(default_factory=dict)
+    _share_totals: dict[int, float] = field(default_factory=dict)
 
     @property
     def height(self) -> int:
@@ -92,7 +95,7 @@ class Attribute:
 
     def share_total(self, level: int) -> float:
         """Sum of domain shares over all rows at ``level``: ``sum_v freq(v) * share(gen(v))``."""
-        totals = self.__dict__.setdefault("_share_totals", {})
+        totals = self._share_totals
         if level not in totals:
             totals[level] = float(self.frequency @ self.shares[level][self.gen[level]])
         return totals[level]
@@ -100,13 +103,13 @@ class Attribute:
     def cardinality(self, level: int) -> int:
         return len(self.labels[level])
 
-    def released_level(self, level: int) -> np.ndarray:
+    def released_level(self, level: int) -> IntArray:
         """Per data value, the level ARX reads off its label at ``level`` (see
         :attr:`Hierarchy.label_levels`; usually ``level`` itself)."""
         first = self.hierarchy.label_levels
         return np.array([first[lab] for lab in self.labels[level]], dtype=np.int64)[self.gen[level]]
 
-    def step(self, src: int, dst: int) -> np.ndarray:
+    def step(self, src: int, dst: int) -> CodeArray:
         """Lookup array: code at level ``src`` -> code at level ``dst`` (src <= dst)."""
         key = (src, dst)
         arr = self._steps.get(key)
@@ -122,10 +125,10 @@ class Table:
     """Frequency table of one transformation: one row per equivalence class."""
 
     levels: tuple[int, ...]
-    codes: np.ndarray  # (classes, quasi-identifiers) int32 codes at ``levels``
-    counts: np.ndarray  # rows per class, int64
+    codes: CodeArray  # (classes, quasi-identifiers) codes at ``levels``
+    counts: IntArray  # rows per class
     sensitive: dict[str, SensitiveCounts]
-    first: np.ndarray | None = None  # first input row of each class (when tracked)
+    first: IntArray | None = None  # first input row of each class (when tracked)
 
     @property
     def nbytes(self) -> int:
@@ -141,7 +144,7 @@ class Table:
         return Classes(self.counts, self.sensitive)
 
 
-def _sorted_unique(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _sorted_unique(key: IntArray) -> tuple[IntArray, IntArray]:
     """``np.unique(key, return_inverse=True)`` by hashing, then sorting the distinct keys only:
     on millions of rows it needs a fraction of the sort's memory and time."""
     codes, uniques = pd.factorize(key, sort=False)
@@ -151,7 +154,7 @@ def _sorted_unique(key: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return uniques[order], rank[codes]
 
 
-def _group(cols: list[np.ndarray], cards: list[int]) -> tuple[np.ndarray, int, np.ndarray | None]:
+def _group(cols: list[CodeArray], cards: list[int]) -> tuple[IntArray, int, CodeArray | None]:
     """Number the distinct combinations of code columns.
 
     Returns ``(inverse, n_groups, codes)``: ``codes`` is the (groups x columns) code matrix when
@@ -198,8 +201,8 @@ class EncodedData:
     attributes: list[Attribute]
     n: int
     base: Table
-    row_class: np.ndarray
-    sensitive_codes: dict[str, np.ndarray]
+    row_class: IntArray
+    sensitive_codes: dict[str, IntArray]
     sensitive_labels: dict[str, list[str]]
 
     @classmethod
@@ -215,7 +218,7 @@ class EncodedData:
         classes of equal size by it when a dataset criterion suppresses some)."""
         n = len(data)
         attributes: list[Attribute] = []
-        row_codes: list[np.ndarray] = []
+        row_codes: list[CodeArray] = []
         for name, hierarchy in hierarchies.items():
             codes, uniques = pd.factorize(data[name], sort=False)
             values = [str(u) for u in uniques]
@@ -239,16 +242,16 @@ class EncodedData:
         counts = np.bincount(row_class, minlength=m).astype(np.int64)
         if base_codes is None:
             base_codes = np.empty((m, len(attributes)), dtype=np.int32)
-            for i, codes in enumerate(row_codes):
-                base_codes[row_class, i] = codes
+            for i, column in enumerate(row_codes):
+                base_codes[row_class, i] = column
         sens_counts: dict[str, SensitiveCounts] = {}
-        sens_codes: dict[str, np.ndarray] = {}
+        sens_codes: dict[str, IntArray] = {}
         sens_labels: dict[str, list[str]] = {}
         for name in sensitive:
             codes, uniques = pd.factorize(data[name], sort=False)
             codes = codes.astype(np.int64)
-            if name in (sensitive_hierarchies or {}):
-                h = sensitive_hierarchies[name]
+            h = (sensitive_hierarchies or {}).get(name)
+            if h is not None:
                 (h if h.attribute else h.with_attribute(name)).validate_against(
                     [str(u) for u in uniques]
                 )
@@ -282,7 +285,7 @@ class EncodedData:
     # ------------------------------------------------------------------------------ roll-up
     def rollup(
         self, table: Table, levels: Sequence[int], with_sensitive: bool = True
-    ) -> tuple[Table, np.ndarray]:
+    ) -> tuple[Table, IntArray]:
         """The table of ``levels`` from a finer ``table``; also the old class -> new class map.
         ``with_sensitive=False`` skips the sensitive counts (for k-only checks)."""
         cols = []
@@ -316,13 +319,13 @@ class EncodedData:
             np.minimum.at(first, inverse, table.first)
         return Table(tuple(int(v) for v in levels), codes, counts, sensitive, first), inverse
 
-    def tie_order(self, table: Table):
+    def tie_order(self, table: Table) -> Callable[[IntArray, int], IntArray]:
         """ARX's order of classes of equal size when a dataset criterion suppresses some:
         lower information loss first (the class's Loss aggregate, ``sum_i log(1 + size *
         share_i)``), then the earlier first row. Returns ``first(index, count)``: the
         ``count`` classes of ``index`` (all of one size) that come first."""
 
-        def first(index: np.ndarray, count: int) -> np.ndarray:
+        def first(index: IntArray, count: int) -> IntArray:
             if count >= len(index):
                 return index
             size = table.counts[index]
@@ -339,7 +342,7 @@ class EncodedData:
 
         return first
 
-    def fully_generalized(self, table: Table) -> np.ndarray:
+    def fully_generalized(self, table: Table) -> BoolArray:
         """Classes whose every quasi-identifier is released as ``*`` (ARX leaves them out of
         the risk distribution without counting them as suppressed)."""
         out = np.ones(len(table.counts), dtype=bool)
@@ -352,7 +355,7 @@ class EncodedData:
         return out
 
     # ------------------------------------------------------------------------------ loss
-    def share_sums(self, table: Table, fails: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def share_sums(self, table: Table, fails: BoolArray) -> tuple[FloatArray, FloatArray]:
         """Per attribute, the sum of domain shares over kept rows and over suppressed rows.
 
         The sum over all rows depends only on the level (precomputed), so only the usually few
@@ -367,16 +370,16 @@ class EncodedData:
             kept[i] = a.share_total(level) - sup[i]
         return kept, sup
 
-    def loss_vector(self, table: Table, fails: np.ndarray) -> np.ndarray:
+    def loss_vector(self, table: Table, fails: BoolArray) -> FloatArray:
         kept, sup = self.share_sums(table, fails)
         suppressed = int(table.counts[fails].sum())
         return metrics.loss_per_attribute(kept, sup, suppressed, self.n, self.domain_sizes)
 
     @property
-    def domain_sizes(self) -> np.ndarray:
+    def domain_sizes(self) -> FloatArray:
         return np.array([a.domain_size for a in self.attributes], dtype=np.float64)
 
-    def bound_matrix(self) -> list[np.ndarray]:
+    def bound_matrix(self) -> list[FloatArray]:
         """``B[i][level]``: attribute i's Loss at ``level`` without suppression (a lower bound)."""
         out = []
         for a in self.attributes:
@@ -389,6 +392,10 @@ class EncodedData:
         return out
 
 
+#: A valid transformation evaluated: (levels, Loss, highest risk, suppressed rows).
+CandidateEntry: TypeAlias = tuple[tuple[int, ...], float, float, int]
+
+
 @dataclass
 class SearchResult:
     levels: tuple[int, ...]
@@ -396,17 +403,17 @@ class SearchResult:
     suppressed: int
     transformations_checked: int
     heuristic: bool
-    #: Valid transformations evaluated: (levels, Loss, highest risk, suppressed rows).
-    candidates: list[tuple[tuple[int, ...], float, float, int]] = field(default_factory=list)
+    #: Valid transformations evaluated.
+    candidates: list[CandidateEntry] = field(default_factory=list)
 
 
 def pareto_front(
-    candidates: Sequence[tuple[tuple[int, ...], float, float, int]],
-) -> list[tuple[tuple[int, ...], float, float, int]]:
+    candidates: Sequence[CandidateEntry],
+) -> list[CandidateEntry]:
     """The candidates no other candidate beats on Loss, highest risk and suppressed rows at
     once (at least as good on all three, better on one); lowest Loss first."""
     ordered = sorted(candidates, key=lambda c: (c[1], c[2], c[3], sum(c[0]), c[0]))
-    front: list[tuple[tuple[int, ...], float, float, int]] = []
+    front: list[CandidateEntry] = []
     for cand in ordered:
         _, loss, risk, sup = cand
         dominated = any(
@@ -451,7 +458,7 @@ class _Searcher:
         self.checked = 0
         self.work = 0  # classes rolled up: a measure of the search's work, machine-independent
         self.start_table = enc.base
-        self.candidates: list[tuple[tuple[int, ...], float, float, int]] = []
+        self.candidates: list[CandidateEntry] = []
 
     def _source(self, node: tuple[int, ...]) -> Table:
         # The smallest cached table of a direct predecessor (one level lower on one attribute),
@@ -477,7 +484,7 @@ class _Searcher:
             _, old = self.cache.popitem(last=False)
             self.cache_bytes -= old.nbytes
 
-    def judge(self, table: Table, limit_rows: int | None):
+    def judge(self, table: Table, limit_rows: int | None) -> Evaluation:
         """The model's evaluation of a transformation's table."""
         if not self.dataset:
             return self.model.evaluate(table.classes(), self.data, limit_rows)
@@ -545,11 +552,15 @@ class _Searcher:
         if self.progress is not None:
             self.progress(float(min(max(fraction, 0.0), 1.0)), stage)
 
-    def result(self, best, loss, suppressed, heuristic: bool) -> SearchResult:
+    def result(
+        self, best: tuple[int, ...], loss: float, suppressed: int, heuristic: bool
+    ) -> SearchResult:
         return SearchResult(best, loss, suppressed, self.checked, heuristic, self.candidates)
 
 
-def _better(loss: float, node: tuple[int, ...], best_loss: float, best: tuple[int, ...] | None):
+def _better(
+    loss: float, node: tuple[int, ...], best_loss: float, best: tuple[int, ...] | None
+) -> bool:
     if best is None:
         return True
     if loss < best_loss - _TIE * max(1.0, abs(best_loss)):
@@ -593,7 +604,10 @@ def search(
         if d
         else np.zeros((1, 0))
     )
-    bound = metrics.geometric_mean(per_attr, axis=1) if d else np.zeros(1)
+    # One Loss bound per node (geometric_mean of a table is an array).
+    bound = (
+        np.asarray(metrics.geometric_mean(per_attr, axis=1), dtype=np.float64) if d else np.zeros(1)
+    )
     keys = [nodes[:, i] for i in range(d - 1, -1, -1)] + [nodes.sum(axis=1), bound]
     order = np.lexsort(keys)
 
@@ -639,8 +653,8 @@ def search(
     # For models that are not monotone, the implied sub-model (k, distinct ceil(l)) still is:
     # its invalid nodes (and their specializations) are invalid for the whole model.
     use_sub = not monotone and bool(s.sub_model.criteria)
-    sub_state = np.zeros(n_nodes, dtype=np.int8) if use_sub else None
-    sub_grid = sub_state.reshape(dims) if sub_state is not None else None
+    sub_state = np.zeros(n_nodes if use_sub else 0, dtype=np.int8)
+    sub_grid = sub_state.reshape(dims if use_sub else (0,))
 
     def check_sub(node: tuple[int, ...], hint: tuple[int, ...] | None = None) -> bool:
         i = index_of(node)

@@ -16,6 +16,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from .arrays import CodeArray, FloatArray, IntArray
 from .summation import block_sum
 
 __all__ = [
@@ -45,13 +46,13 @@ def _factors(gs_factor: float) -> tuple[float, float]:
 
 
 def loss_per_attribute(
-    kept_share_sum: np.ndarray,
-    suppressed_share_sum: np.ndarray,
+    kept_share_sum: FloatArray,
+    suppressed_share_sum: FloatArray,
     suppressed: int,
     n: int,
-    domain_sizes: Sequence[int] | np.ndarray,
+    domain_sizes: Sequence[int] | IntArray | FloatArray,
     gs_factor: float = GS_FACTOR,
-) -> np.ndarray:
+) -> FloatArray:
     """ARX's normalised Loss of each quasi-identifier (``MetricMDNMLoss``).
 
     With ``A_i = gF * sum_{kept rows} share_i + sum_{suppressed rows} (share_i + sF*(1 - share_i))``
@@ -78,20 +79,23 @@ def loss_per_attribute(
     return np.maximum(out, 0.0)
 
 
-def geometric_mean(values: np.ndarray, axis: int = -1) -> np.ndarray | float:
+def geometric_mean(values: FloatArray, axis: int = -1) -> FloatArray | float:
     """ARX's GEOMETRIC_MEAN aggregate: ``prod_i (v_i + 1)^(1/d) - 1`` (1 is added so that a
-    zero does not zero the product, and subtracted from the result)."""
+    zero does not zero the product, and subtracted from the result). An array for a table of
+    values (one mean per row with ``axis=1``), a number for a vector."""
     v = np.asarray(values, dtype=np.float64)
     d = v.shape[axis]
-    return np.exp(np.log1p(v).sum(axis=axis) / d) - 1.0
+    mean = np.exp(np.log1p(v).sum(axis=axis) / d) - 1.0
+    return mean if isinstance(mean, np.ndarray) else float(mean)
 
 
-def arithmetic_mean(values: np.ndarray, axis: int = -1) -> np.ndarray | float:
+def arithmetic_mean(values: FloatArray, axis: int = -1) -> FloatArray | float:
     """``sum_i v_i / d``."""
-    return np.asarray(values, dtype=np.float64).mean(axis=axis)
+    mean = np.asarray(values, dtype=np.float64).mean(axis=axis)
+    return mean if isinstance(mean, np.ndarray) else float(mean)
 
 
-def loss(per_attribute: np.ndarray) -> float:
+def loss(per_attribute: FloatArray) -> float:
     """ARX's default "Loss" score: the geometric mean (ARX variant) of :func:`loss_per_attribute`.
 
     ``Loss = prod_i (loss_i + 1)^(1/d) - 1`` (attribute weights all 1)."""
@@ -100,7 +104,9 @@ def loss(per_attribute: np.ndarray) -> float:
     return float(geometric_mean(per_attribute))
 
 
-def granularity(mean_shares: Sequence[float] | np.ndarray, min_shares: Sequence[float]) -> float:
+def granularity(
+    mean_shares: Sequence[float] | FloatArray, min_shares: Sequence[float] | FloatArray
+) -> float:
     """ARX 3.9's granularity (``QualityModelColumnOrientedLoss``, aggregated as ARX's summary
     shows it, ``getArithmeticMean(false)``; reported here as a loss, 0 best, 1 worst).
 
@@ -140,7 +146,7 @@ def precision(levels: Sequence[int], heights: Sequence[int], suppressed: int, n:
     return total / len(levels)
 
 
-def discernibility(class_sizes: np.ndarray, suppressed: int, n: int) -> int:
+def discernibility(class_sizes: IntArray, suppressed: int, n: int) -> int:
     """Discernibility: ``sum_E |E|^2 + s * n`` (every suppressed row is indistinguishable from
     all n rows)."""
     sizes = np.asarray(class_sizes, dtype=np.int64)
@@ -152,7 +158,7 @@ def average_class_size(rows_out: int, n_classes: int) -> float:
     return float(rows_out) / n_classes if n_classes else 0.0
 
 
-def non_uniform_entropy(original: np.ndarray, released: np.ndarray) -> float:
+def non_uniform_entropy(original: IntArray, released: IntArray) -> float:
     """Non-uniform entropy of one attribute: ``sum_rows -log2 P(original | released)``,
 
     ``P(v | g) = #{rows with original v released as g} / #{rows released as g}`` over all input
@@ -163,7 +169,7 @@ def non_uniform_entropy(original: np.ndarray, released: np.ndarray) -> float:
 
 
 def non_uniform_entropy_weighted(
-    original: np.ndarray, released: np.ndarray, weights: np.ndarray | None
+    original: IntArray, released: IntArray, weights: IntArray | FloatArray | None
 ) -> float:
     """:func:`non_uniform_entropy` where each (original, released) entry has a row count."""
     original = np.asarray(original, dtype=np.int64)
@@ -182,10 +188,10 @@ def non_uniform_entropy_weighted(
 
 
 def non_uniform_entropy_levels(
-    kept: np.ndarray,
-    suppressed: np.ndarray,
-    gen: Sequence[np.ndarray],
-    kept_level: np.ndarray,
+    kept: IntArray | FloatArray,
+    suppressed: IntArray | FloatArray,
+    gen: Sequence[IntArray | CodeArray],
+    kept_level: IntArray,
     suppressed_level: int,
 ) -> tuple[float, float]:
     """ARX 3.9's non-uniform entropy of one attribute (``QualityModelColumnOrientedNonUniformEntropy``)

@@ -58,8 +58,6 @@ Partitions whose released values coincide form one equivalence class of the extr
 
 from __future__ import annotations
 
-import csv
-import io
 import time
 from collections import deque
 from collections.abc import Sequence
@@ -70,7 +68,9 @@ import numpy as np
 import pandas as pd
 
 from . import metrics
+from .arrays import BoolArray, FloatArray, IntArray, ObjectArray
 from .criteria import Classes, DataContext
+from .hierarchy import Hierarchy
 from .privacy import SensitiveCounts
 from .risk import class_sizes_of, risk_summary
 from .summation import block_mean, block_sum
@@ -89,24 +89,16 @@ _EPS = 1e-9
 # --------------------------------------------------------------------------- hierarchies
 
 
-def _hierarchy_rows(hierarchy: Any) -> list[list[str]]:
-    """Rows ``[value, level1, ..., top]`` of a hierarchy (via its ARX CSV form)."""
+def _hierarchy_rows(hierarchy: Hierarchy | None) -> list[list[str]]:
+    """Rows ``[value, level1, ..., top]`` of a hierarchy."""
     if hierarchy is None:
         return []
-    if hasattr(hierarchy, "rows"):
-        return [list(r) for r in hierarchy.rows]
-    text = hierarchy.to_arx_csv()
-    if isinstance(text, bytes):
-        text = text.decode("utf-8")
-    first = text.split("\n", 1)[0]
-    delimiter = ";" if ";" in first or "," not in first else ","
-    rows = [r for r in csv.reader(io.StringIO(text), delimiter=delimiter) if r]
-    return rows
+    return [list(r) for r in hierarchy.rows]
 
 
 def _ordered_tree(
     values: Sequence[str], rows: list[list[str]], attribute: str
-) -> tuple[list[str], np.ndarray]:
+) -> tuple[list[str], IntArray]:
     """Order ``values`` depth-first along the hierarchy ``rows``.
 
     Returns the ordered values and ``nodes`` of shape (levels, len(values)): ``nodes[l, c]``
@@ -157,13 +149,13 @@ def _ordered_tree(
 class _QI:
     name: str
     numeric: bool
-    codes: np.ndarray  # int64 code per row
+    codes: IntArray  # code per row
     labels: list[str]  # original string of each code
-    values: np.ndarray | None = None  # numeric value of each code
-    nodes: np.ndarray | None = None  # (levels, D) ancestor ids, categorical only
+    values: FloatArray | None = None  # numeric value of each code
+    nodes: IntArray | None = None  # (levels, D) ancestor ids, categorical only
     node_labels: list[dict[int, str]] = field(default_factory=list)
-    node_lo: list[np.ndarray] = field(default_factory=list)
-    node_hi: list[np.ndarray] = field(default_factory=list)
+    node_lo: list[IntArray] = field(default_factory=list)
+    node_hi: list[IntArray] = field(default_factory=list)
     node_leaves: list[dict[int, int]] = field(default_factory=list)  # hierarchy leaves per node
     hierarchy_size: int = 0  # leaves of the whole hierarchy (ARX's domain size)
     top: int = 0  # number of generalization levels above the value (categorical)
@@ -173,7 +165,7 @@ class _QI:
         return len(self.labels)
 
 
-def _encode_qi(name: str, column: pd.Series, hierarchy: Any) -> _QI:
+def _encode_qi(name: str, column: pd.Series, hierarchy: Hierarchy | None) -> _QI:
     # Each row's distinct value (in order of first appearance), then one code per distinct
     # value: a lookup per value, not per row (pandas 3's str columns map cell by cell).
     value_of_row, uniques = pd.factorize(column, sort=False)
@@ -207,7 +199,7 @@ def _encode_qi(name: str, column: pd.Series, hierarchy: Any) -> _QI:
     codes = np.array([lookup_c[str(v)] for v in distinct], dtype=np.int64)[value_of_row]
     # Labels of every node (from the hierarchy rows), and each node's code interval.
     height = nodes.shape[0] - 1
-    by_value = {}
+    by_value: dict[str, list[str]] = {}
     for r in rows or [[v, SUPPRESSED_VALUE] for v in ordered]:
         by_value.setdefault(r[0], r + [SUPPRESSED_VALUE] * (height - len(r)))
     # Hierarchy leaves under each node (path from the node up to the root), as ARX counts them.
@@ -218,8 +210,8 @@ def _encode_qi(name: str, column: pd.Series, hierarchy: Any) -> _QI:
             leaf_count[path] = leaf_count.get(path, 0) + 1
     node_leaves: list[dict[int, int]] = []
     node_labels: list[dict[int, str]] = []
-    node_lo: list[np.ndarray] = []
-    node_hi: list[np.ndarray] = []
+    node_lo: list[IntArray] = []
+    node_hi: list[IntArray] = []
     d = len(ordered)
     positions = np.arange(d)
     for level in range(height + 1):
@@ -231,14 +223,14 @@ def _encode_qi(name: str, column: pd.Series, hierarchy: Any) -> _QI:
         np.maximum.at(hi, ids, positions)
         node_lo.append(lo)
         node_hi.append(hi)
-        labels: dict[int, str] = {}
+        level_labels: dict[int, str] = {}
         leaves: dict[int, int] = {}
         for code in lo:
             full = by_value[ordered[int(code)]]
             node = int(ids[code])
-            labels[node] = full[level] if level < height else SUPPRESSED_VALUE
+            level_labels[node] = full[level] if level < height else SUPPRESSED_VALUE
             leaves[node] = leaf_count[tuple(full[level:])] if level < height else len(by_value)
-        node_labels.append(labels)
+        node_labels.append(level_labels)
         node_leaves.append(leaves)
     return _QI(
         name,
@@ -256,7 +248,7 @@ def _encode_qi(name: str, column: pd.Series, hierarchy: Any) -> _QI:
     )
 
 
-def _encode_sensitive(column: pd.Series) -> tuple[np.ndarray, list[str]]:
+def _encode_sensitive(column: pd.Series) -> tuple[IntArray, list[str]]:
     codes, uniques = pd.factorize(column, sort=False)
     return codes.astype(np.int64), [str(u) for u in uniques]
 
@@ -283,9 +275,9 @@ def anonymize_mondrian(
     if not qi_names:
         raise EngineError("Mondrian needs at least one quasi-identifier.")
     columns = set(data.columns)
-    for col in [*qi_names, *config.sensitive, *config.identifiers]:
-        if col not in columns:
-            raise EngineError(f"Column {col!r} is not in the data.")
+    for name in [*qi_names, *config.sensitive, *config.identifiers]:
+        if name not in columns:
+            raise EngineError(f"Column {name!r} is not in the data.")
     overlap = set(qi_names) & set(config.sensitive)
     if overlap:
         raise EngineError(f"{sorted(overlap)} cannot be both quasi-identifying and sensitive.")
@@ -334,7 +326,7 @@ def anonymize_mondrian(
     )
     spans[spans == 0] = 1.0
 
-    def halves(rows: np.ndarray, left: np.ndarray) -> Classes:
+    def halves(rows: IntArray, left: BoolArray) -> Classes:
         """The two halves of a cut as classes (left first)."""
         group = (~left).astype(np.int64)
         sensitive = (
@@ -365,15 +357,15 @@ def anonymize_mondrian(
             "even as one class."
         )
 
-    finals: list[np.ndarray] = []
-    final_lo: list[np.ndarray] = []
-    final_hi: list[np.ndarray] = []
+    finals: list[IntArray] = []
+    final_lo: list[IntArray] = []
+    final_hi: list[IntArray] = []
     evaluated = 0
     done_rows = 0
     partitions = 1
     # With a class budget (average risk), cut breadth-first so that the budget is spread over
     # the whole table instead of spent on its first corner.
-    stack: deque[np.ndarray] = deque([np.arange(n)])
+    stack: deque[IntArray] = deque([np.arange(n)])
     while stack:
         idx = stack.popleft() if budget is not None else stack.pop()
         evaluated += 1
@@ -381,7 +373,7 @@ def anonymize_mondrian(
         lo = sub.min(axis=0)
         hi = sub.max(axis=0)
         m_rows = len(idx)
-        split: tuple[np.ndarray, np.ndarray] | None = None
+        split: tuple[IntArray, IntArray] | None = None
         if m_rows >= 2 * k and (budget is None or partitions < budget):
             widths = np.zeros(d)
             lca = np.zeros(d, dtype=np.int64)
@@ -392,9 +384,10 @@ def anonymize_mondrian(
                     assert q.values is not None
                     widths[j] = (q.values[hi[j]] - q.values[lo[j]]) / spans[j]
                 else:
+                    assert q.nodes is not None
                     level = _lca_levels(q, int(lo[j]), int(hi[j]))
                     lca[j] = level
-                    node = q.nodes[level, lo[j]]  # type: ignore[index]
+                    node = q.nodes[level, lo[j]]
                     leaves = q.node_hi[level][node] - q.node_lo[level][node]
                     widths[j] = leaves / spans[j]
             for j in np.argsort(-widths, kind="stable"):
@@ -407,7 +400,9 @@ def anonymize_mondrian(
                 valid = (left >= k) & (m_rows - left >= k)
                 if not numeric[j] and lca[j] > 1:
                     # Cut only between children of the LCA (level lca - 1 nodes).
-                    child = qis[j].nodes[lca[j] - 1, base : int(hi[j]) + 1]  # type: ignore[index]
+                    nodes = qis[j].nodes
+                    assert nodes is not None
+                    child = nodes[lca[j] - 1, base : int(hi[j]) + 1]
                     valid &= child[1:] != child[:-1]
                 if not valid.any():
                     continue
@@ -451,9 +446,9 @@ def _build_result(
     config: AnonymizationConfig,
     qis: list[_QI],
     context: DataContext,
-    finals: list[np.ndarray],
-    final_lo: list[np.ndarray],
-    final_hi: list[np.ndarray],
+    finals: list[IntArray],
+    final_lo: list[IntArray],
+    final_hi: list[IntArray],
     evaluated: int,
     start: float,
     progress: ProgressCallback | None,
@@ -472,7 +467,7 @@ def _build_result(
     risk_before = risk_summary(sizes_before, population_size=population_size)
 
     label_codes = np.zeros((n_parts, len(qis)), dtype=np.int64)
-    part_labels: list[np.ndarray] = []
+    part_labels: list[ObjectArray] = []
     loss_per_attribute: dict[str, float] = {}
     mean_shares: list[float] = []
     min_shares: list[float] = []

@@ -16,22 +16,25 @@ for all classes at once:
   whole table's distribution Q (Li et al. 2007): equal distance ``1/2 sum |p_i - q_i|``,
   ordered distance ``1/(m-1) sum_i |sum_{j<=i} (p_j - q_j)|`` and hierarchical distance.
 
+The per-value models (δ-disclosure, β-likeness) also use :func:`cell_shares` (each value's
+share of its class), :func:`class_max` (a per-value measure's largest per class) and
+:func:`smallest_size` (a bound on the size of a class that can pass).
+
 The privacy models (:mod:`.criteria`) combine these measures into per-class decisions.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
+import pandas as pd
 
+from .arrays import BoolArray, FloatArray, IntArray, ObjectArray
 from .errors import EngineError
+from .hierarchy import Hierarchy
 from .summation import block_sum_rows
-
-if TYPE_CHECKING:
-    from .hierarchy import Hierarchy
 
 __all__ = [
     "SensitiveCounts",
@@ -44,13 +47,18 @@ __all__ = [
     "t_distance",
     "min_class_size_for_t",
     "encode_sensitive",
+    "class_max",
+    "cell_shares",
+    "smallest_size",
 ]
 
 # Tolerance for floating-point comparisons against l and t.
 _EPS = 1e-9
 
 
-def class_sizes(group: np.ndarray, n_groups: int, weights: np.ndarray | None = None) -> np.ndarray:
+def class_sizes(
+    group: IntArray, n_groups: int, weights: IntArray | FloatArray | None = None
+) -> IntArray:
     """Rows per class: ``bincount(group, weights)`` as int64."""
     sizes = np.bincount(group, weights=weights, minlength=n_groups)
     return np.rint(sizes).astype(np.int64) if weights is not None else sizes.astype(np.int64)
@@ -64,20 +72,20 @@ class SensitiveCounts:
     Cells are sorted by class then value, one per (class, value) pair present.
     """
 
-    group: np.ndarray
-    value: np.ndarray
-    count: np.ndarray
+    group: IntArray
+    value: IntArray
+    count: IntArray
     n_groups: int
     n_values: int
 
     @classmethod
     def from_codes(
         cls,
-        group: np.ndarray,
-        value: np.ndarray,
+        group: IntArray,
+        value: IntArray,
         n_groups: int | None = None,
         n_values: int | None = None,
-        weights: np.ndarray | None = None,
+        weights: IntArray | None = None,
     ) -> SensitiveCounts:
         """Count (class, sensitive value) pairs; ``weights`` are row counts (default 1 each)."""
         group = np.asarray(group, dtype=np.int64)
@@ -90,7 +98,9 @@ class SensitiveCounts:
         return cls._aggregate(group, value, w.astype(np.int64), n_groups, n_values)
 
     @staticmethod
-    def _aggregate(group, value, count, n_groups, n_values) -> SensitiveCounts:
+    def _aggregate(
+        group: IntArray, value: IntArray, count: IntArray, n_groups: int, n_values: int
+    ) -> SensitiveCounts:
         nv = max(n_values, 1)
         key = group * nv + value
         space = n_groups * nv
@@ -112,11 +122,11 @@ class SensitiveCounts:
             n_values=n_values,
         )
 
-    def regroup(self, mapping: np.ndarray, n_groups: int) -> SensitiveCounts:
+    def regroup(self, mapping: IntArray, n_groups: int) -> SensitiveCounts:
         """Merge classes: old class ``g`` becomes ``mapping[g]`` (a roll-up to a coarser node)."""
         return self._aggregate(mapping[self.group], self.value, self.count, n_groups, self.n_values)
 
-    def subset(self, keep: np.ndarray) -> SensitiveCounts:
+    def subset(self, keep: BoolArray) -> SensitiveCounts:
         """Only the classes where ``keep`` is True, renumbered in order."""
         new_index = np.cumsum(keep) - 1
         cells = keep[self.group]
@@ -128,7 +138,7 @@ class SensitiveCounts:
             self.n_values,
         )
 
-    def sizes(self) -> np.ndarray:
+    def sizes(self) -> IntArray:
         return np.bincount(self.group, weights=self.count, minlength=self.n_groups).astype(np.int64)
 
     @property
@@ -136,12 +146,12 @@ class SensitiveCounts:
         return self.group.nbytes + self.value.nbytes + self.count.nbytes
 
 
-def distinct_l(sc: SensitiveCounts) -> np.ndarray:
+def distinct_l(sc: SensitiveCounts) -> FloatArray:
     """Distinct l per class: the number of distinct sensitive values it holds."""
     return np.bincount(sc.group, minlength=sc.n_groups).astype(np.float64)
 
 
-def entropy_l(sc: SensitiveCounts) -> np.ndarray:
+def entropy_l(sc: SensitiveCounts) -> FloatArray:
     """Entropy l per class: ``exp(H)``, ``H = -sum_s p(s) ln p(s)`` (1 for a single value).
 
     A class satisfies entropy l-diversity when ``H >= ln(l)``, i.e. when this value ``>= l``.
@@ -155,7 +165,7 @@ def entropy_l(sc: SensitiveCounts) -> np.ndarray:
     return out
 
 
-def recursive_cl(sc: SensitiveCounts, c: float, l: int) -> np.ndarray:  # noqa: E741
+def recursive_cl(sc: SensitiveCounts, c: float, l: int) -> BoolArray:  # noqa: E741
     """Recursive (c,l)-diversity per class (True = passes).
 
     With the class's counts sorted descending ``r_1 >= ... >= r_m``: ``r_1 < c * (r_l + ... + r_m)``
@@ -173,7 +183,7 @@ def recursive_cl(sc: SensitiveCounts, c: float, l: int) -> np.ndarray:  # noqa: 
     return r1 < c * tail
 
 
-def recursive_l_value(sc: SensitiveCounts, c: float) -> np.ndarray:
+def recursive_l_value(sc: SensitiveCounts, c: float) -> FloatArray:
     """Per class, the largest l for which it satisfies recursive (c,l)-diversity (0 if none):
     the largest j with ``r_1 < c * (r_j + ... + r_m)``, counts sorted descending."""
     order = np.lexsort((-sc.count, sc.group))
@@ -204,14 +214,14 @@ class TContext:
     """
 
     distance: str
-    q: np.ndarray
-    rank: np.ndarray | None = None
-    parents: list[np.ndarray] | None = None
+    q: FloatArray
+    rank: IntArray | None = None
+    parents: list[IntArray] | None = None
 
     @classmethod
     def build(
         cls,
-        codes: np.ndarray,
+        codes: IntArray,
         distance: str,
         labels: Sequence[str] | None = None,
         hierarchy: Hierarchy | None = None,
@@ -261,19 +271,22 @@ def min_class_size_for_t(ctx: TContext, t: float) -> int:
     return int(ok[0]) + 1 if len(ok) else m
 
 
-def value_order(labels: Sequence[str]) -> np.ndarray:
+def value_order(labels: Sequence[str]) -> IntArray:
     """Rank of each label: numerically when all labels are numbers, else lexicographically."""
     try:
-        keys: list = [float(v) for v in labels]
+        numbers = [float(v) for v in labels]
     except ValueError:
-        keys = list(labels)
-    order = sorted(range(len(labels)), key=lambda i: keys[i])
+        order = sorted(range(len(labels)), key=lambda i: labels[i])
+    else:
+        order = sorted(range(len(labels)), key=lambda i: numbers[i])
     rank = np.empty(len(labels), dtype=np.int64)
     rank[order] = np.arange(len(labels))
     return rank
 
 
-def _dense_chunks(sc: SensitiveCounts, max_cells: int = 1 << 22):
+def _dense_chunks(
+    sc: SensitiveCounts, max_cells: int = 1 << 22
+) -> Iterator[tuple[int, FloatArray]]:
     """Yield ``(first_class, P)``: dense class x value distributions, a block of classes at a
     time (bounded memory)."""
     sizes = np.bincount(sc.group, weights=sc.count, minlength=sc.n_groups)
@@ -289,7 +302,7 @@ def _dense_chunks(sc: SensitiveCounts, max_cells: int = 1 << 22):
         yield start, p
 
 
-def t_distance(sc: SensitiveCounts, ctx: TContext) -> np.ndarray:
+def t_distance(sc: SensitiveCounts, ctx: TContext) -> FloatArray:
     """Earth Mover's Distance between each class's distribution P and the table's Q.
 
     * equal:        ``D = 1/2 sum_i |p_i - q_i|``
@@ -312,6 +325,8 @@ def t_distance(sc: SensitiveCounts, ctx: TContext) -> np.ndarray:
         m = len(q)
         if m <= 1:
             return np.zeros(sc.n_groups)
+        if ctx.rank is None:  # TContext.build gives every ordered context its ranks
+            raise EngineError("Ordered t-closeness needs the order of the values.")
         inv = np.argsort(ctx.rank)
         for start, p in _dense_chunks(sc):
             cum = np.cumsum(p[:, inv] - q[inv], axis=1)
@@ -344,9 +359,31 @@ def t_distance(sc: SensitiveCounts, ctx: TContext) -> np.ndarray:
     raise EngineError(f"Unknown t-closeness distance {ctx.distance!r}.")
 
 
-def encode_sensitive(values: np.ndarray) -> tuple[np.ndarray, list[str]]:
+def encode_sensitive(values: ObjectArray) -> tuple[IntArray, list[str]]:
     """Integer codes of a column of strings and the code -> label list."""
-    import pandas as pd
-
     codes, uniques = pd.factorize(pd.Series(values, dtype=object), sort=False)
     return codes.astype(np.int64), [str(u) for u in uniques]
+
+
+def cell_shares(sc: SensitiveCounts) -> FloatArray:
+    """Each cell's share of its class."""
+    sizes = np.bincount(sc.group, weights=sc.count, minlength=sc.n_groups)
+    return sc.count / sizes[sc.group]
+
+
+def class_max(values: FloatArray, sc: SensitiveCounts, empty: float = 0.0) -> FloatArray:
+    """Per class, the largest of ``values`` (one per cell of ``sc``, cells sorted by class)."""
+    out = np.full(sc.n_groups, empty, dtype=np.float64)
+    if len(values) == 0:
+        return out
+    starts = np.flatnonzero(np.concatenate(([True], sc.group[1:] != sc.group[:-1])))
+    out[sc.group[starts]] = np.maximum.reduceat(values, starts)
+    return out
+
+
+def smallest_size(capacity: FloatArray, need: float) -> int:
+    """The smallest s such that the s largest ``capacity`` values sum to at least ``need``
+    (a class of s rows holds at most s values); ``len + 1`` when none."""
+    total = np.cumsum(np.sort(capacity)[::-1])
+    ok = np.flatnonzero(total >= need - _EPS)
+    return int(ok[0]) + 1 if len(ok) else len(capacity) + 1

@@ -64,6 +64,7 @@ from typing import Any
 import numpy as np
 import pandas as pd
 
+from .arrays import FloatArray, IntArray
 from .errors import EngineError
 from .summation import block_sum
 
@@ -165,11 +166,11 @@ class PopulationModel:
 class _Histogram:
     """Class-size histogram: ``counts[i]`` classes of size ``sizes[i]`` (ascending)."""
 
-    sizes: np.ndarray
-    counts: np.ndarray
+    sizes: FloatArray
+    counts: FloatArray
 
     @classmethod
-    def of(cls, class_sizes: Sequence[int] | np.ndarray) -> _Histogram:
+    def of(cls, class_sizes: Sequence[int] | IntArray) -> _Histogram:
         s = np.asarray(class_sizes, dtype=np.int64).ravel()
         s = s[s > 0]
         if len(s) > 1 and not bool((s[1:] >= s[:-1]).all()):
@@ -193,8 +194,12 @@ class _Histogram:
         return float(self.counts[hit].sum())
 
 
+#: ``(f1, f2, df1/dx, df1/dy, df2/dx, df2/dy)`` of two equations at a point.
+_Equations = tuple[float, float, float, float, float, float]
+
+
 def _newton(
-    function: Callable[[float, float], tuple[float, float, float, float, float, float]],
+    function: Callable[[float, float], _Equations],
     start: tuple[float, float],
     constraint: Callable[[float, float], bool] | None = None,
 ) -> tuple[float, float] | None:
@@ -235,8 +240,8 @@ def pitman(hist: _Histogram, population: int) -> float:
         # The Hurwitz zeta is much faster than polygamma(1, x); for x < 0 it sums slowly, so
         # reflect: trigamma(x) = pi^2 / sin^2(pi x) - trigamma(1 - x).
         if x < 0:
-            return (math.pi / math.sin(math.pi * x)) ** 2 - special.zeta(2, 1.0 - x)
-        return special.zeta(2, x)
+            return (math.pi / math.sin(math.pi * x)) ** 2 - float(special.zeta(2, 1.0 - x))
+        return float(special.zeta(2, x))
 
     c1 = hist.classes_of_size(1)
     if c1 == 0:
@@ -255,20 +260,20 @@ def pitman(hist: _Histogram, population: int) -> float:
     counts = hist.counts
     steps = np.arange(1, int(hist.sizes.max()), dtype=np.float64)
 
-    def equations(t: float, a: float):
+    def equations(t: float, a: float) -> _Equations:
         # ARX's closed forms (ModelPitman.getMasterFunctionClosed).
         v0 = u - 1.0
-        v1 = special.digamma(v0 + t / a + 1.0)
+        v1 = float(special.digamma(v0 + t / a + 1.0))
         v2 = trigamma(u + t / a)
         v3 = trigamma(t / a + 1.0)
-        v4 = special.digamma(t / a + 1.0)
+        v4 = float(special.digamma(t / a + 1.0))
         a2 = a * a
         d1 = (v3 - v2) / a2
         d5 = (a * v1 + t * v2 - a * v4 - t * v3) / (a2 * a)
         d3 = (a2 * v0 - t * t * v2 + t * t * v3 - 2 * a * t * v1 + 2 * a * t * v4) / (a2 * a2)
         o1 = (v1 - v4) / a
         o3 = (-t * v1 + a * v0 + t * v4) / a2
-        o2 = special.digamma(n + t) - special.digamma(t + 1.0)
+        o2 = float(special.digamma(n + t)) - float(special.digamma(t + 1.0))
         d2 = trigamma(t + 1.0) - trigamma(n + t)
         inverse = 1.0 / (steps - a)
         o4 = float(counts @ np.concatenate([[0.0], np.cumsum(inverse)])[sizes])
@@ -329,7 +334,7 @@ def snb(hist: _Histogram, population: int) -> float:
     if not math.isfinite(k):
         return math.nan
 
-    def equations(a: float, b: float):
+    def equations(a: float, b: float) -> _Equations:
         # ARX's ModelSNB object function and (Matlab-derived) derivatives, as written there.
         dv = (1 - f) * (1 - b)
         f1 = k * f * (b / (1 - dv)) ** a * ((a * dv) / (1 - dv) + 1) - c1
@@ -409,7 +414,7 @@ _ESTIMATE = {"pitman": pitman, "zayatz": zayatz, "snb": snb}
 
 
 def population_uniques(
-    class_sizes: Sequence[int] | np.ndarray, population: int, estimator: str
+    class_sizes: Sequence[int] | IntArray, population: int, estimator: str
 ) -> float:
     """Share of the population estimated unique (uniques / N) with one estimator, 0 when the
     estimate fails (as ARX's ``getFractionOfUniqueTuples``)."""
@@ -460,7 +465,7 @@ class UniquenessEstimate:
 
 
 def population_uniqueness(
-    class_sizes: Sequence[int] | np.ndarray, population: int
+    class_sizes: Sequence[int] | IntArray, population: int
 ) -> UniquenessEstimate:
     """Every estimator's share of population uniques, and Dankar's choice (see module doc)."""
     hist = _Histogram.of(class_sizes)
@@ -488,7 +493,7 @@ def population_uniqueness(
 # --------------------------------------------------------------------------- attacker risks
 
 
-def expected_inverse_population_size(sizes: np.ndarray, fraction: float) -> np.ndarray:
+def expected_inverse_population_size(sizes: IntArray, fraction: float) -> FloatArray:
     """``E[1/F | f]`` for each sample class size ``f`` (Benedetti & Franconi; module doc)."""
     f = np.asarray(sizes, dtype=np.int64)
     if f.size == 0:
@@ -510,7 +515,7 @@ def expected_inverse_population_size(sizes: np.ndarray, fraction: float) -> np.n
     values[0] = -math.log(p) / (1 - p)
     for k in range(1, top):
         values[k] = (1.0 / k - p * values[k - 1]) / (1 - p)
-    return p * values[f - 1]
+    return p * np.take(values, f - 1)
 
 
 @dataclass(frozen=True)
@@ -570,7 +575,7 @@ class RiskSummary:
 
 
 def risk_summary(
-    class_sizes: Sequence[int] | np.ndarray,
+    class_sizes: Sequence[int] | IntArray,
     threshold: float = 0.2,
     population: PopulationModel | None = None,
     population_size: int | None = None,
@@ -591,13 +596,14 @@ def risk_summary(
     average = float(sizes.size) / n
     at_risk = float(sizes[1.0 / sizes > threshold].sum()) / n
     uniques = float(sizes[sizes == 1].sum()) / n
-    if population is None and population_size is None:
+    if population_size is None and population is not None:
+        population_size = population.size(n)
+    if population_size is None:
         journalist = AttackerRisk(highest, average, at_risk)
         return RiskSummary(
             highest, average, at_risk, uniques, float(threshold), journalist, average
         )
-    big_n = int(population_size if population_size is not None else population.size(n))  # type: ignore[union-attr]
-    big_n = max(big_n, n)
+    big_n = max(int(population_size), n)
     risk = expected_inverse_population_size(sizes, n / big_n)
     marketer = block_sum(sizes * risk) / n
     journalist = AttackerRisk(
@@ -618,7 +624,7 @@ def risk_summary(
     )
 
 
-def class_sizes_of(df: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
+def class_sizes_of(df: pd.DataFrame, columns: Sequence[str]) -> IntArray:
     """Sizes of the equivalence classes of ``df`` on ``columns`` (a missing "" is a value).
 
     With no columns the whole table is one class.
@@ -630,4 +636,5 @@ def class_sizes_of(df: pd.DataFrame, columns: Sequence[str]) -> np.ndarray:
         return np.array([len(df)], dtype=np.int64)
     # dropna=False: NaN (if any slipped in) forms its own class instead of vanishing;
     # observed=True: Categoricals give the classes that occur, not every combination.
-    return df.groupby(cols, sort=False, dropna=False, observed=True).size().to_numpy(dtype=np.int64)
+    sizes = df.groupby(cols, sort=False, dropna=False, observed=True).size()
+    return np.asarray(sizes, dtype=np.int64)

@@ -29,13 +29,18 @@ import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, TYPE_CHECKING, TypeAlias
 
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
+import pyarrow.csv as pa_csv
+import pyarrow.parquet as pq
 
-from .types import EngineError
+from .errors import EngineError
+
+if TYPE_CHECKING:
+    from openpyxl.workbook.workbook import Workbook
 
 
 class TableError(EngineError):
@@ -62,7 +67,9 @@ RATIO_GRACE_BYTES = 1024 * 1024
 
 CSV, TSV, XLSX, PARQUET = "csv", "tsv", "xlsx", "parquet"
 
-Source = str | os.PathLike | bytes
+Source = str | os.PathLike[str] | bytes
+#: A row the CSV reader refused: (its number if known, its fields, its first field).
+_InvalidRow: TypeAlias = tuple[int | None, int, str]
 
 
 @dataclass(frozen=True)
@@ -289,7 +296,7 @@ def detect_delimiter(text_sample: str) -> str:
         # One column, or a sample the sniffer cannot settle: take the delimiter that splits the
         # header into the most fields, or none (a single-column file).
         counts = {d: lines[0].count(d) for d in DELIMITERS}
-        best = max(counts, key=counts.get)
+        best = max(counts, key=counts.__getitem__)
         return best if counts[best] > 0 else ","
 
 
@@ -392,7 +399,7 @@ def _line_of_record(
 # --- Cells of typed formats ---------------------------------------------------------------
 
 
-def cell_text(value) -> str:
+def cell_text(value: object) -> str:
     """A cell of an Excel or Parquet file as the string a CSV export would hold."""
     if value is None:
         return ""
@@ -410,9 +417,7 @@ def cell_text(value) -> str:
         return repr(value)
     if isinstance(value, decimal.Decimal):
         return format(value.normalize(), "f") if value == value.to_integral() else str(value)
-    if isinstance(value, pd.Timestamp):
-        if pd.isna(value):
-            return ""
+    if isinstance(value, pd.Timestamp):  # never NaT: NaT is not a Timestamp
         value = value.to_pydatetime()
     if isinstance(value, dt.datetime):
         if value.time() == dt.time(0, 0) and value.tzinfo is None:
@@ -423,7 +428,9 @@ def cell_text(value) -> str:
     if isinstance(value, bytes):
         return value.decode("utf-8", errors="replace")
     try:
-        if pd.isna(value):
+        # numpy's NaN and NaT scalars, pandas' NA. pandas takes any object here; its stubs
+        # accept only the scalar types they list.
+        if pd.isna(value):  # type: ignore[call-overload]
             return ""
     except (TypeError, ValueError):
         pass
@@ -587,16 +594,14 @@ def open_table(
 def _open_text(
     open_stream: Callable[[], IO[bytes]], fmt: TableFormat, limits: ReadLimits
 ) -> TableScan:
-    import pyarrow.csv as pa_csv
-
     first = _first_record(open_stream, fmt.encoding, fmt.delimiter, limits)
     if first is None:
         raise TableError("The file is empty.")
     header = check_header(first)
     width = len(header)
-    invalid: list = []
+    invalid: list[_InvalidRow] = []
 
-    def on_invalid(row) -> str:
+    def on_invalid(row: pa_csv.InvalidRow) -> str:
         fields = next(csv.reader([row.text], delimiter=fmt.delimiter, strict=False), [])
         if _blank(fields):
             return "skip"  # a line of only delimiters: a blank line
@@ -691,7 +696,7 @@ def _source_size_of(open_stream: Callable[[], IO[bytes]]) -> int:
 
 def _text_error(
     exc: Exception,
-    invalid: list,
+    invalid: list[_InvalidRow],
     fmt: TableFormat,
     width: int,
     line_of: Callable[[int | None], str],
@@ -773,8 +778,8 @@ def _check_zip(open_stream: Callable[[], IO[bytes]], limits: ReadLimits) -> None
             )
 
 
-def _open_workbook(open_stream: Callable[[], IO[bytes]], limits: ReadLimits):
-    import openpyxl
+def _open_workbook(open_stream: Callable[[], IO[bytes]], limits: ReadLimits) -> Workbook:
+    import openpyxl  # on first use: a third of a second to import, for Excel files only
 
     _check_zip(open_stream, limits)
     try:
@@ -873,8 +878,6 @@ def _batch_of_rows(rows: list[list[str]], header: list[str], checker: _Checker) 
 
 
 def _open_parquet(open_stream: Callable[[], IO[bytes]], limits: ReadLimits) -> TableScan:
-    import pyarrow.parquet as pq
-
     handle = open_stream()
     try:
         parquet = pq.ParquetFile(handle)
@@ -958,7 +961,7 @@ def read_table_file(
 
 def to_frame(table: pa.Table) -> pd.DataFrame:
     """A DataFrame of the table: dictionary columns become Categoricals, others object strings."""
-    frame = table.to_pandas()
+    frame: pd.DataFrame = table.to_pandas()
     frame.columns = list(table.column_names)
     return frame
 
@@ -976,7 +979,13 @@ def read_table(
     return table.to_pandas(), scan.format
 
 
-def read_path(path: str | Path, **kwargs) -> tuple[pd.DataFrame, TableFormat]:
+def read_path(
+    path: str | Path,
+    fmt: TableFormat | None = None,
+    filename: str = "",
+    limits: ReadLimits = NO_LIMITS,
+    delimiter: str | None = None,
+) -> tuple[pd.DataFrame, TableFormat]:
     """:func:`read_table_file` as a DataFrame with Categorical columns where values repeat."""
-    table, fmt = read_table_file(path, **kwargs)
+    table, fmt = read_table_file(path, fmt, filename, limits, delimiter)
     return to_frame(table), fmt

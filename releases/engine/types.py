@@ -9,10 +9,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
+import pandas as pd
+
+from .arrays import IntArray
+from .constants import SUPPRESSED_VALUE
 from .criteria import PrivacyModel
 from .errors import EngineError, HierarchyError
+from .hierarchy import Hierarchy
 from .risk import PopulationModel, RiskSummary
 
 __all__ = [
@@ -27,15 +32,6 @@ __all__ = [
     "ProgressCallback",
     "RiskSummary",
 ]
-
-if TYPE_CHECKING:
-    import numpy as np
-    import pandas as pd
-
-    from .hierarchy import Hierarchy
-
-#: The value of a fully generalized cell (top level of every hierarchy).
-SUPPRESSED_VALUE = "*"
 
 Algorithm = Literal["optimal", "mondrian"]
 
@@ -128,7 +124,7 @@ class AnonymizationResult:
     transformations_checked: int
     seconds: float
     heuristic: bool = False
-    source_rows: np.ndarray | None = None
+    source_rows: IntArray | None = None
     model: PrivacyModel | None = None
     models: list[dict[str, Any]] = field(default_factory=list)
     candidates: list[Candidate] = field(default_factory=list)
@@ -137,7 +133,7 @@ class AnonymizationResult:
     warnings: list[str] = field(default_factory=list)
     #: Sizes of the input's equivalence classes on the quasi-identifiers (what the risk
     #: before release is measured on), for the class-size chart's "before".
-    class_sizes_before: np.ndarray | None = None
+    class_sizes_before: IntArray | None = None
 
     def report(self) -> dict[str, Any]:
         """A JSON-serialisable summary (the command line's ``--report`` and the stored summary)."""

@@ -38,6 +38,7 @@ class AuditEvent(models.Model):
         EXPIRE = "expire", "Expired"
         REPRODUCE = "reproduce", "Asked for a reproduction"
         REPRODUCED = "reproduced", "Reproduced"
+        RECHECK = "recheck", "Found breaking the statistics rules"
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey(

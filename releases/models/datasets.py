@@ -137,6 +137,9 @@ class DatasetColumn(models.Model):
     profile = models.JSONField(default=dict, blank=True)
     suggested_role = models.CharField(max_length=16, choices=Role.choices, blank=True)
     suggestion_reason = models.CharField(max_length=500, blank=True)
+    #: The values the column can take, declared by the steward as public knowledge (a code list,
+    #: say): statistics may publish them as labels. Never filled in from the data.
+    declared_domain = models.JSONField(default=list, blank=True)
 
     class Meta:
         ordering = ["position"]
@@ -169,6 +172,10 @@ class DatasetColumn(models.Model):
         if unique_rows is None or not rows:
             return None
         return unique_rows / rows
+
+    @property
+    def declared_domain_text(self) -> str:
+        return "\n".join(self.declared_domain or [])
 
     @property
     def role_label(self) -> str:

@@ -115,6 +115,11 @@ class ReleaseRequest(models.Model):
         related_name="revoked_releases",
     )
     revocation_reason = models.TextField(blank=True)
+    #: Why this statistics release breaks the rules on the columns and labels a release may
+    #: publish, as found when they were introduced (migration 0016): an open request went back
+    #: to its steward with it; an approved one is listed for the officers to revoke.
+    recheck_reason = models.TextField(blank=True)
+    rechecked_at = models.DateTimeField(null=True, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]

@@ -295,6 +295,31 @@ def set_column_role(user, dataset: Dataset, column_id: int, role: str) -> Datase
     return column
 
 
+#: At most this many declared values per column (the most categories a histogram may have).
+MAX_DECLARED_VALUES = 1_000
+
+
+def set_declared_domain(user, dataset: Dataset, column_id: int, text: str) -> DatasetColumn:
+    """Declare the values a column can take (one per line): public knowledge, such as a code
+    list, that statistics may publish as labels. An empty text takes the declaration back."""
+    dataset = get_dataset_for(user, dataset.pk)
+    ensure_ready(dataset)
+    column = _column(dataset, column_id)
+    values = list(dict.fromkeys(line.strip() for line in (text or "").splitlines() if line.strip()))
+    if len(values) > MAX_DECLARED_VALUES:
+        raise InvalidInput(f"Declare at most {MAX_DECLARED_VALUES:,} values of {column.name}.")
+    if any(len(v) > 200 for v in values):
+        raise InvalidInput(f"A declared value of {column.name} is longer than 200 characters.")
+    if any(not v.isprintable() for v in values):
+        raise InvalidInput(f"A declared value of {column.name} holds a control character.")
+    if values != column.declared_domain:
+        with transaction.atomic():
+            column.declared_domain = values
+            column.save(update_fields=["declared_domain"])
+            _tagging_event(user, dataset, column, declared_values=len(values))
+    return column
+
+
 @dataclass(frozen=True)
 class ColumnChange:
     """One column's fields from the tagging form: a role, a hierarchy file, the automatic
@@ -307,6 +332,8 @@ class ColumnChange:
     builder: str = ""
     builder_params: dict | None = None
     builder_error: str = ""
+    #: The declared values' text (one per line), or None when the form did not send it.
+    declared_domain: str | None = None
 
 
 def save_tagging(user, dataset: Dataset, changes: list[ColumnChange]) -> list[str]:
@@ -325,6 +352,8 @@ def save_tagging(user, dataset: Dataset, changes: list[ColumnChange]) -> list[st
             try:
                 if change.role is not None:
                     column = set_column_role(user, dataset, column.pk, change.role)
+                if change.declared_domain is not None:
+                    set_declared_domain(user, dataset, column.pk, change.declared_domain)
                 if change.hierarchy_file is not None:
                     uploaded = set_hierarchy_file(user, dataset, column.pk, change.hierarchy_file)
                     warnings.extend(uploaded.hierarchy_warnings)

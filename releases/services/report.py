@@ -17,7 +17,7 @@ from django.utils import timezone
 
 from .. import figures
 from ..engine import EngineError
-from ..engine.criteria import DataContext, criterion_from_spec
+from ..engine.criteria import REGISTRY, DataContext, criterion_from_spec
 from ..models import UNCHANGED_ROLES, ReleaseRequest, Reproduction, Role
 from . import lifecycle, package
 
@@ -43,6 +43,11 @@ def _item(key: str, title: str, status: str, reason: str) -> dict:
 
 def _names(names: list[str]) -> str:
     return ", ".join(names) if names else "none"
+
+
+def _one_of(labels: list[str]) -> str:
+    """The labels as "a, b or c"."""
+    return " or ".join(filter(None, [", ".join(labels[:-1]), *labels[-1:]]))
 
 
 def compliance(release_request: ReleaseRequest, files: list, approvals: list) -> list[dict]:
@@ -139,8 +144,8 @@ def compliance(release_request: ReleaseRequest, files: list, approvals: list) ->
                 "sensitive",
                 title,
                 OPEN,
-                f"Sensitive columns {_names(sensitive)} are released without l-diversity, "
-                "t-closeness, δ-disclosure privacy or β-likeness.",
+                f"Sensitive columns {_names(sensitive)} are released without "
+                f"{_one_of([kind.label for kind in REGISTRY.values() if kind.needs_sensitive])}.",
             )
         )
     else:

@@ -8,6 +8,12 @@ log); what differs lives here:
 * the request holds a list of queries (``engine.dp``), each with its ε, checked against the
   dataset's columns and refused up front when their ε does not fit what remains of the
   dataset's privacy budget (the spend checks again, atomically);
+* a query may read only the columns chosen for release (quasi-identifiers, sensitive columns,
+  columns released as is): never a direct identifier, a withheld column or one with no role
+  yet. That is checked on request, in the preview, and again by the worker before it spends;
+* a histogram's labels are published as they are, so they come from a public source (typed
+  by the steward, a level of the column's hierarchy, the column's declared values) or from
+  the data through OpenDP's private key release, which needs δ > 0 from the budget;
 * the run (:func:`run_statistics`, the worker's body) spends first, through
   ``budget.spend``, and commits; then it draws the noise once with OpenDP and writes the tables
   as CSV and JSON, the files the officers' review is bound to. A run that fails after spending
@@ -15,8 +21,8 @@ log); what differs lives here:
 * a round spends once (a task delivered twice does not spend twice); a resubmission is a new
   round, and spends again, visibly.
 
-Nothing here reads the original data except the run, and the values the steward is offered as
-categories (:func:`column_categories`; the steward sees the original anyway).
+Nothing here reads the original data except the run (which also counts, for the officers
+only, the true rows behind each published cell) and the hierarchy a steward's labels come from.
 """
 
 from __future__ import annotations
@@ -25,7 +31,7 @@ import hashlib
 import io
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from decimal import Decimal
 from typing import Any
 
@@ -37,8 +43,29 @@ from django.utils import timezone
 
 from ..engine import EngineError, dp
 from ..engine.export import write_csv
-from ..models import AuditEvent, BudgetEntry, Dataset, ReleaseFile, ReleaseRequest, ReleaseRound
-from . import InvalidInput, audit, budget, datasets, dispatch, leases, lifecycle, package, storage
+from ..models import (
+    AuditEvent,
+    BudgetEntry,
+    Dataset,
+    DatasetColumn,
+    ReleaseFile,
+    ReleaseRequest,
+    ReleaseRound,
+    Role,
+)
+from ..models.datasets import RELEASED_ROLES
+from . import (
+    InvalidInput,
+    audit,
+    budget,
+    datasets,
+    dispatch,
+    leases,
+    lifecycle,
+    package,
+    roles,
+    storage,
+)
 from .release import (
     RunCancelled,
     Sharing,
@@ -90,15 +117,152 @@ def dataset_columns(dataset: Dataset) -> list[str]:
     return list(dataset.columns.order_by("position").values_list("name", flat=True))
 
 
+#: How a column's role reads in a refusal ("fullname is a direct identifier").
+_ROLE_WORDS = {
+    Role.IDENTIFIER: "a direct identifier",
+    Role.WITHHELD: "withheld",
+    "": "a column with no role yet",
+}
+
+
+def column_roles(dataset: Dataset) -> dict[str, str]:
+    return dict(dataset.columns.values_list("name", "role"))
+
+
+def role_refusal(query_number: int, query: dp.Query, column: str, role: str) -> str:
+    return (
+        f"Query {query_number} ({query.kind}) uses {column}, which is "
+        f"{_ROLE_WORDS.get(role, 'not released')}: statistics may use only the columns chosen "
+        "for release (quasi-identifiers, sensitive columns and columns released as is). "
+        f"Give {column} one of those roles on the dataset page, or choose another column."
+    )
+
+
+def role_problems(queries: list[dp.Query], roles: dict[str, str]) -> list[str]:
+    """One sentence per column a query uses whose role keeps it out of every release."""
+    problems = []
+    for number, query in enumerate(queries, start=1):
+        for column in dict.fromkeys(query.columns):
+            role = roles.get(column, "")
+            if role not in RELEASED_ROLES:
+                problems.append(role_refusal(number, query, column, role))
+    return problems
+
+
+def check_columns(dataset: Dataset, queries: list[dp.Query]) -> None:
+    """Refuse queries that read a direct identifier, a withheld column or a column with no role
+    yet (``InvalidInput`` naming the first such column and its role). Run when a release is
+    requested or resubmitted, in the preview, and again by the worker before it spends."""
+    problems = role_problems(queries, column_roles(dataset))
+    if problems:
+        raise InvalidInput(problems[0])
+
+
+def _hierarchy_labels(dataset: Dataset, column: DatasetColumn, level: int) -> list[str]:
+    """The distinct labels at ``level`` (1 or more) of the column's hierarchy, in its order."""
+    hierarchy = datasets.current_hierarchy(dataset, column)
+    if not 1 <= level < hierarchy.height:
+        raise InvalidInput(
+            f"The hierarchy of {column.name} has levels 1 to {hierarchy.height - 1} above the "
+            f"column's own values; level {level} is not one of them."
+        )
+    return list(dict.fromkeys(hierarchy.level(level)))
+
+
+def _declared_labels(column: DatasetColumn) -> list[str]:
+    if not column.declared_domain:
+        raise InvalidInput(
+            f"{column.name} has no declared values yet: declare them on the dataset page "
+            "(a public list, such as a code list), or type the categories."
+        )
+    return list(column.declared_domain)
+
+
+def _resolve_grouping(dataset: Dataset, grouping: dp.Grouping) -> dp.Grouping:
+    """A grouping whose labels come from the column's hierarchy or declared values: checked
+    against that source (and filled with all of its labels when none are listed)."""
+    if grouping.source not in (dp.HIERARCHY, dp.DOMAIN):
+        return grouping
+    column = dataset.columns.filter(name=grouping.column).first()
+    if column is None:
+        raise InvalidInput(f"The dataset has no column {grouping.column!r}.")
+    if grouping.source == dp.HIERARCHY:
+        if grouping.level is None or grouping.level < 1:
+            raise InvalidInput(
+                f"Choose a level of 1 or more of {column.name}'s hierarchy (level 0 holds the "
+                "column's own values)."
+            )
+        known = _hierarchy_labels(dataset, column, grouping.level)
+        where = f"level {grouping.level} of {column.name}'s hierarchy"
+    else:
+        known = _declared_labels(column)
+        where = f"the declared values of {column.name}"
+    if not grouping.categories:
+        return replace(grouping, categories=tuple(known))
+    unknown = [c for c in grouping.categories if c not in set(known)]
+    if unknown:
+        raise InvalidInput(
+            f"{unknown[0]!r} is not a label of {where}: labels from a source are those of the "
+            "source (type the categories instead, and they are yours)."
+        )
+    return grouping
+
+
+def resolve_labels(dataset: Dataset, queries: list[dp.Query]) -> list[dp.Query]:
+    """The queries with every histogram's labels taken from their declared source."""
+    out = []
+    for number, query in enumerate(queries, start=1):
+        if isinstance(query, dp.Histogram):
+            try:
+                query = replace(query, by=tuple(_resolve_grouping(dataset, g) for g in query.by))
+            except InvalidInput as exc:
+                raise InvalidInput(f"Query {number} ({query.kind}): {exc}") from None
+        out.append(query)
+    return out
+
+
 def parse_queries(items: list[dict], dataset: Dataset) -> list[dp.Query]:
-    """Queries from their dict form, checked against the dataset's columns (``InvalidInput``
-    naming the first query that cannot run)."""
+    """Queries from their dict form, checked against the dataset's columns and their roles,
+    with their labels taken from their sources (``InvalidInput`` naming the first query that
+    cannot run)."""
+    columns = dataset_columns(dataset)
     try:
         queries = dp.queries_from_list(items)
-        dp.validate_queries(queries, dataset_columns(dataset))
+        for number, query in enumerate(queries, start=1):
+            missing = [c for c in query.columns if c not in columns]
+            if missing:
+                raise EngineError(
+                    f"Query {number} ({query.kind}): The dataset has no column {missing[0]!r}."
+                )
+    except EngineError as exc:
+        raise InvalidInput(str(exc)) from None
+    check_columns(dataset, queries)
+    queries = resolve_labels(dataset, queries)
+    try:
+        dp.validate_queries(queries, columns)
     except EngineError as exc:
         raise InvalidInput(str(exc)) from None
     return queries
+
+
+def hierarchy_labels(user, dataset: Dataset, column: str, level: int) -> list[str]:
+    """The labels of ``level`` of the column's hierarchy, offered to its steward as a
+    histogram's categories (published as they are: the hierarchy is the steward's)."""
+    dataset = datasets.get_dataset_for(user, dataset.pk)
+    datasets.ensure_ready(dataset)
+    found = dataset.columns.filter(name=column).first()
+    if found is None:
+        raise InvalidInput(f"The dataset has no column {column!r}.")
+    return _hierarchy_labels(dataset, found, level)[:MAX_OFFERED_CATEGORIES]
+
+
+def declared_labels(user, dataset: Dataset, column: str) -> list[str]:
+    """The column's declared values, offered to its steward as a histogram's categories."""
+    dataset = datasets.get_dataset_for(user, dataset.pk)
+    found = dataset.columns.filter(name=column).first()
+    if found is None:
+        raise InvalidInput(f"The dataset has no column {column!r}.")
+    return _declared_labels(found)[:MAX_OFFERED_CATEGORIES]
 
 
 def _amount(queries: list[dp.Query]) -> tuple[Decimal, Decimal]:
@@ -160,11 +324,11 @@ def preview(user, dataset: Dataset, items: list[dict | None]) -> Preview:
         if item is None:
             continue
         try:
-            query = dp.query_from_dict(item)
-            query.validate(columns)
+            (query,) = parse_queries([item], dataset)
             (plan,) = dp.preview([query], rows=dataset.row_count or None)
-        except EngineError as exc:
-            rows.append(QueryPreview(number, None, str(exc)))
+        except (EngineError, InvalidInput) as exc:
+            # One row at a time: "Query 1 (...)" is this row.
+            rows.append(QueryPreview(number, None, str(exc).replace("Query 1 ", "This query ", 1)))
             continue
         rows.append(QueryPreview(number, plan))
         valid.append(query)
@@ -182,19 +346,6 @@ def preview(user, dataset: Dataset, items: list[dict | None]) -> Preview:
         except (EngineError, InvalidInput) as exc:
             refusal = str(exc)
     return Preview(rows, epsilon, delta, remaining, refusal)
-
-
-def column_categories(user, dataset: Dataset, column: str) -> list[str]:
-    """The column's distinct values (most frequent first), offered to its steward as the
-    categories of a histogram: declared by the steward's choice. Empty cells are left out (a
-    histogram counts them in its "other" cell)."""
-    dataset = datasets.get_dataset_for(user, dataset.pk)
-    datasets.ensure_ready(dataset)
-    if column not in dataset_columns(dataset):
-        raise InvalidInput(f"The dataset has no column {column!r}.")
-    counts = datasets.load_frame(dataset, columns=[column])[column].str.strip().value_counts()
-    values = [str(v) for v in counts.index if str(v)]
-    return values[:MAX_OFFERED_CATEGORIES]
 
 
 # --- Requesting and resubmitting -----------------------------------------------------------------
@@ -315,6 +466,16 @@ def resubmit(user, request_id: int, items: list[dict], response: str) -> Release
 # --- Running a release (the worker's body) ---------------------------------------------------------
 
 
+def _stored_queries(release_request: ReleaseRequest) -> list[dp.Query]:
+    """The round's queries as requested (their labels were taken from their sources then)."""
+    try:
+        queries = dp.queries_from_list(release_request.queries)
+        dp.validate_queries(queries, dataset_columns(release_request.dataset))
+    except EngineError as exc:
+        raise InvalidInput(str(exc)) from None
+    return queries
+
+
 def _progress(request_id: int, fraction: float, stage: str) -> None:
     still_running = ReleaseRequest.objects.filter(
         pk=request_id, state=State.RUNNING, worker=leases.worker_id()
@@ -422,6 +583,7 @@ def methods(result: dict) -> list[dict]:
                 "delta": r["delta"],
                 "bounds": bounds,
                 "groups": query.get("by", []),
+                "labels": [dp.describe_grouping(g) for g in query.get("by", [])],
                 "noise_scale": r["scale"],
                 "sensitivity": r["sensitivity"],
                 "error_95": r["error"],
@@ -534,10 +696,15 @@ def run_statistics(request_id: int) -> None:
 
 def _run(release_request: ReleaseRequest, lease: leases.Lease, files: list[ReleaseFile]) -> None:
     """The run's body: spend, draw the noise, store the tables, record the result."""
-    queries = parse_queries(release_request.queries, release_request.dataset)
+    queries = _stored_queries(release_request)
+    # The roles as they are now: a column made an identifier or withheld since the request
+    # is refused before anything is spent.
+    check_columns(release_request.dataset, queries)
     entry = _spend(release_request, queries)
     _progress(release_request.pk, 0.3, "Drawing the noise (once)")
-    result = dp.run_release(_frame(release_request, queries), queries)
+    frame = _frame(release_request, queries)
+    result = dp.run_release(frame, queries)
+    counted = dp.true_counts(frame, queries, result)
     _progress(release_request.pk, 0.8, "Writing the tables")
     files.extend(_store(release_request, result))
     by_format = {f.format: f for f in files}
@@ -549,6 +716,8 @@ def _run(release_request: ReleaseRequest, lease: leases.Lease, files: list[Relea
         "epsilon": budget.show(Decimal(repr(result.epsilon))),
         "delta": budget.show(Decimal(repr(result.delta))),
         "budget": _budget_figures(entry),
+        # Exact counts behind the published cells: for the officers' review, never released.
+        "true_counts": counted,
     }
     lease.stop()  # from here the conditional write decides
     with transaction.atomic():
@@ -593,9 +762,15 @@ def _fail(release_request: ReleaseRequest, reason: str) -> None:
 # --- Checks before approval ------------------------------------------------------------------------
 
 
+#: The check whose figures only privacy officers see (the exact counts behind the cells).
+TRUE_COUNTS_CHECK = "smallest true count"
+
+
 def checks(release_request: ReleaseRequest) -> list[Check]:
     """What a statistics round must satisfy before approval: its results are there and are
-    those in its files, its spend is in the ledger, and the files are the stored bytes."""
+    those in its files; every column it reads is one chosen for release; every label comes
+    from a public source or a private key release; the noise hides one row where few rows
+    stand behind a cell; its spend is in the ledger; the files are the stored bytes."""
     summary = release_request.summary or {}
     result = summary.get("result")
     if not result:
@@ -613,21 +788,142 @@ def checks(release_request: ReleaseRequest) -> list[Check]:
             else "the stored results do not match their SHA-256",
         )
     )
-    spent = budget.spend_of_round(release_request, release_request.round)
-    requested = dp.requested_epsilon(dp.queries_from_list(release_request.queries))
-    if spent is None:
-        out.append(Check("privacy budget spent", False, "no spend of this round is in the ledger"))
-    else:
-        out.append(
-            Check(
-                "privacy budget spent",
-                spent.epsilon >= requested,
-                f"ε {budget.show(spent.epsilon)} spent (line {spent.pk} of the ledger) for the "
-                f"queries' ε {budget.show(requested)}",
-            )
-        )
+    queries = dp.queries_from_list(release_request.queries)
+    out.append(columns_check(release_request.dataset, queries))
+    out.append(label_check(release_request.queries, result))
+    out.append(true_counts_check(summary))
+    out.append(_budget_check(release_request, queries))
     out.append(_files_check(release_request, summary))
     return out
+
+
+def columns_check(dataset: Dataset, queries: list[dp.Query]) -> Check:
+    """Every column the queries read has a role that releases it (the roles as they are now)."""
+    roles = column_roles(dataset)
+    problems = role_problems(queries, roles)
+    if problems:
+        return Check("columns used", False, " ".join(problems))
+    used = list(dict.fromkeys(c for q in queries for c in q.columns))
+    if not used:
+        return Check("columns used", True, "no column is read (a count of rows)")
+    names = ", ".join(f"{c} ({Role(roles[c]).label.split(' (')[0].lower()})" for c in used)
+    return Check("columns used", True, f"{names}: each chosen for release")
+
+
+def label_sources(items: list[dict]) -> list[dict]:
+    """Per histogram grouping of the stored queries: where its labels come from, in words, and
+    whether that source may be published. A grouping stored without its source (requested
+    before sources were recorded) with categories has labels of unknown origin: they may have
+    been filled in from the data, so they may not."""
+    out = []
+    for number, item in enumerate(items, start=1):
+        if item.get("kind") != "histogram":
+            continue
+        for grouping in item.get("by", []):
+            unrecorded = "source" not in grouping and bool(grouping.get("categories"))
+            from_data = grouping.get("source") == dp.DATA
+            out.append(
+                {
+                    "query": number,
+                    "column": grouping.get("column", ""),
+                    "words": dp.describe_grouping(grouping),
+                    "from_data": from_data,
+                    "allowed": not unrecorded and (not from_data or bool(item.get("delta"))),
+                }
+            )
+    return out
+
+
+def label_check(items: list[dict], result: dict) -> Check:
+    """Labels are public knowledge, or from the data through a private key release (which the
+    run must have used: its mechanism is the threshold)."""
+    sources = label_sources(items)
+    if not sources:
+        return Check("label sources", True, "no histogram: no label is published")
+    mechanisms = {r["index"] + 1: r.get("mechanism", "") for r in result.get("results", [])}
+    problems = []
+    for s in sources:
+        if not s["allowed"]:
+            problems.append(
+                f"query {s['query']}, {s['words']} (they may have been filled in from the data)"
+            )
+        elif s["from_data"] and "threshold" not in mechanisms.get(s["query"], ""):
+            problems.append(
+                f"query {s['query']}, {s['column']}: labels from the data without a private "
+                "key release"
+            )
+    if problems:
+        return Check(
+            "label sources",
+            False,
+            "; ".join(problems) + ". Labels are published as they are: resubmit with labels "
+            "typed, from the hierarchy or the declared values, or from the data released "
+            "privately.",
+        )
+    return Check(
+        "label sources", True, "; ".join(f"query {s['query']}, {s['words']}" for s in sources)
+    )
+
+
+def true_counts_check(summary: dict) -> Check:
+    """The smallest true count behind a published cell, and whether the noise hides one row
+    where few rows stand behind a cell (fails when a small cell is released nearly exact)."""
+    counted = summary.get("true_counts")
+    if counted is None:
+        return Check(
+            TRUE_COUNTS_CHECK,
+            True,
+            "not counted: this round ran before true counts were recorded (re-run it to see them)",
+        )
+    occupied = [c for c in counted if c.get("smallest") is not None]
+    if not occupied:
+        return Check(TRUE_COUNTS_CHECK, True, "no published cell holds a row")
+    low = min(occupied, key=lambda c: c["smallest"])
+    where = f"query {low['query']}" + (f", cell {low['cell']!r}" if low["cell"] else "")
+    small = sum(c["small_cells"] for c in counted)
+    exposed = [c for c in counted if c["small_cells"] and not c["hides_one_row"]]
+    detail = (
+        f"{low['smallest']} row{'s' if low['smallest'] != 1 else ''} ({where}); "
+        f"{small} published cell{'s' if small != 1 else ''} hold fewer than {dp.SMALL_CELL} rows"
+    )
+    if exposed:
+        queries = ", ".join(str(c["query"]) for c in exposed)
+        return Check(
+            TRUE_COUNTS_CHECK,
+            False,
+            f"{detail}; the noise of quer{'y' if len(exposed) == 1 else 'ies'} {queries} is "
+            "smaller than one row's effect, so it hides nothing: lower its ε",
+        )
+    return Check(TRUE_COUNTS_CHECK, True, f"{detail}; the noise hides one row in each query")
+
+
+def _budget_check(release_request: ReleaseRequest, queries: list[dp.Query]) -> Check:
+    spent = budget.spend_of_round(release_request, release_request.round)
+    epsilon, delta = _amount(queries)
+    if spent is None:
+        return Check("privacy budget spent", False, "no spend of this round is in the ledger")
+    return Check(
+        "privacy budget spent",
+        spent.epsilon >= epsilon and spent.delta >= delta,
+        f"ε {budget.show(spent.epsilon)}"
+        + (f" and δ {budget.show(spent.delta)}" if spent.delta else "")
+        + f" spent (line {spent.pk} of the ledger) for the queries' ε {budget.show(epsilon)}"
+        + (f" and δ {budget.show(delta)}" if delta else ""),
+    )
+
+
+def checks_for(user, release_request: ReleaseRequest) -> list[Check]:
+    """The checks as ``user`` may see them: the exact counts behind the cells are for privacy
+    officers only (the line stays, its figures are withheld from anyone else)."""
+    found = checks(release_request)
+    if user is not None and roles.is_officer(user):
+        return found
+    return [
+        Check(c.name, c.passed, "shown to privacy officers only")
+        if c.name == TRUE_COUNTS_CHECK
+        else c
+        for c in found
+    ]
 
 
 def _files_check(release_request: ReleaseRequest, summary: dict) -> Check:
@@ -714,7 +1010,8 @@ def report(release_request: ReleaseRequest, audience: str) -> dict:
     if audience == REVIEWER:
         content["checks"] = [
             {"name": c.name, "passed": c.passed, "detail": c.detail}
-            for c in (checks(release_request) if release_request.summary else [])
+            # A report travels: the exact counts behind the cells stay on the review page.
+            for c in (checks_for(None, release_request) if release_request.summary else [])
         ]
         content["reviews"] = [
             {

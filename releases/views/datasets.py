@@ -292,6 +292,7 @@ def tagging(request: HttpRequest, dataset_id: int) -> HttpResponse:
                 builder=builder,
                 builder_params=params,
                 builder_error=error,
+                declared_domain=request.POST.get(f"domain-{column.pk}"),
             )
         )
     try:
@@ -358,6 +359,22 @@ def column_type(request: HttpRequest, dataset_id: int, column_id: int) -> HttpRe
             column.pk,
             request.POST.get(f"type-{column.pk}", ""),
             request.POST.get(f"date-order-{column.pk}", ""),
+        )
+    except InvalidInput as exc:
+        error = str(exc)
+    return _column_response(request, dataset, column, error)
+
+
+@require_POST
+def column_domain(request: HttpRequest, dataset_id: int, column_id: int) -> HttpResponse:
+    """Declare the column's values (public knowledge statistics may publish as labels)."""
+    dataset, column = _owned_column(request, dataset_id, column_id)
+    if column is None:
+        return HttpResponse(status=404)
+    error = ""
+    try:
+        datasets.set_declared_domain(
+            request.user, dataset, column.pk, request.POST.get(f"domain-{column.pk}", "")
         )
     except InvalidInput as exc:
         error = str(exc)

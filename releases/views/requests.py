@@ -426,6 +426,7 @@ def review_queue(request: HttpRequest) -> HttpResponse:
             ),
             "state": state,
             "filters": list(selectors.QUEUE_FILTERS),
+            "to_revoke": selectors.listed_for_revocation(request.user),
         },
     )
 

@@ -38,10 +38,12 @@ def _resubmitting(request: HttpRequest, dataset) -> ReleaseRequest | None:
 
 
 def _fill(user, dataset, data: QueryDict, action: str) -> str:
-    """ "fill-<row>-<grouping>": the row's categories become the column's values (the steward
-    declares them by this choice). Returns an error for the page, or ""."""
+    """ "hierarchy-<row>-<grouping>" or "domain-<row>-<grouping>": the row's categories become
+    the labels of the column's hierarchy at the row's level, or the column's declared values
+    (public sources the steward chose; never the values found in the data). Returns an error
+    for the page, or ""."""
     try:
-        _, row, grouping = action.split("-")
+        source, row, grouping = action.split("-")
         suffix = "" if grouping == "1" else "2"
         int(row)
     except ValueError:
@@ -50,11 +52,22 @@ def _fill(user, dataset, data: QueryDict, action: str) -> str:
     if not column:
         return "Choose the column first, then fill its categories."
     try:
-        values = statistics.column_categories(user, dataset, column)
+        if source == "hierarchy":
+            try:
+                level = int(data.get(f"{PREFIX}-{row}-level{suffix}") or 1)
+            except ValueError:
+                return "The hierarchy level is a whole number."
+            values = statistics.hierarchy_labels(user, dataset, column, level)
+            data[f"{PREFIX}-{row}-level{suffix}"] = str(level)
+        elif source == "domain":
+            values = statistics.declared_labels(user, dataset, column)
+        else:
+            return "Unknown action."
     except InvalidInput as exc:
         return str(exc)
     data[f"{PREFIX}-{row}-categories{suffix}"] = "\n".join(values)
     data[f"{PREFIX}-{row}-edges{suffix}"] = ""
+    data[f"{PREFIX}-{row}-source{suffix}"] = source
     return ""
 
 
@@ -76,8 +89,9 @@ def statistics_request(request: HttpRequest, dataset_id: int) -> HttpResponse:
     """Request (or resubmit) a statistics release: queries one by one, a free preview of each
     one's mechanism and expected error, and the total against the remaining budget.
 
-    The form's buttons post ``action``: "add" (one more row), "fill-<row>-<1|2>" (the column's
-    values as categories), "preview", or "submit"."""
+    The form's buttons post ``action``: "add" (one more row), "hierarchy-<row>-<1|2>" or
+    "domain-<row>-<1|2>" (the labels of the column's hierarchy or its declared values as
+    categories), "preview", or "submit"."""
     dataset = datasets.get_dataset_for(request.user, dataset_id)
     resubmitting = _resubmitting(request, dataset)
     columns = statistics.dataset_columns(dataset)
@@ -97,7 +111,7 @@ def statistics_request(request: HttpRequest, dataset_id: int) -> HttpResponse:
     if action == "add":
         total = int(data.get(f"{PREFIX}-TOTAL_FORMS") or 0)
         data[f"{PREFIX}-TOTAL_FORMS"] = str(min(total + 1, StatisticsQueryFormSet.max_num))
-    elif action.startswith("fill-"):
+    elif action.startswith(("hierarchy-", "domain-")):
         error = _fill(request.user, dataset, data, action)
     formset = StatisticsQueryFormSet(data, prefix=PREFIX, columns=columns)
     sharing_form = SharingForm(data)
@@ -125,7 +139,7 @@ def statistics_request(request: HttpRequest, dataset_id: int) -> HttpResponse:
     context = _context(request, dataset, formset, sharing_form, preview, resubmitting, error)
     status = 400 if action == "submit" else 200
     if _is_htmx(request) and action != "submit":
-        # "Add a query" and "fill" swap the form in place.
+        # "Add a query" and the fill buttons swap the form in place.
         return render(request, "releases/statistics_request.html#form", context)
     return render(request, "releases/statistics_request.html", context, status=status)
 

@@ -6,8 +6,6 @@ Loss score shown by ARX), not our engine's output.
 
 from __future__ import annotations
 
-import time
-
 import pytest
 
 from releases.engine import AnonymizationConfig, PrivacyModel, anonymize
@@ -74,17 +72,6 @@ def test_adult_optimum_matches_arx(
     assert groups.size().min() >= model.k
     if model.l is not None:
         assert groups[sensitive[0]].nunique().min() >= model.l
-
-
-def test_adult_k5_search_is_fast(adult, adult_hierarchies):
-    config, _, _ = _config(
-        PrivacyModel(k=5, suppression_limit=0.05), ARX_OPTIMA[1][2], adult_hierarchies
-    )
-    anonymize(adult, config)  # warm up imports and caches
-    started = time.perf_counter()
-    anonymize(adult, config)
-    # ARX 3.9.2 takes 0.54 s; we aim well under 0.5 s (generous margin for a loaded machine).
-    assert time.perf_counter() - started < 1.0
 
 
 def test_adult_quality_figures_match_arx(adult, adult_hierarchies):

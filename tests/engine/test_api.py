@@ -233,6 +233,7 @@ def test_mondrian_is_dispatched(small_table):
     assert result.data.groupby(QIS).size().min() >= 5
 
 
+@pytest.mark.process
 def test_engine_imports_without_django():
     code = (
         "import sys; import releases.engine as e; "

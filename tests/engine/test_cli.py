@@ -274,6 +274,7 @@ def _manage(*args: str) -> subprocess.CompletedProcess:
     )
 
 
+@pytest.mark.process
 def test_manage_py_error_exits_2_without_output(tmp_path):
     inp = write_csv(people(60), tmp_path / "in.csv")
     out = tmp_path / "out.csv"
@@ -285,6 +286,7 @@ def test_manage_py_error_exits_2_without_output(tmp_path):
     assert proc.returncode == 2 and not out.exists()
 
 
+@pytest.mark.process
 @pytest.mark.pycanon
 def test_manage_py_success_checked_with_pycanon(tmp_path):
     out, rep = tmp_path / "out.csv", tmp_path / "r.json"

@@ -56,6 +56,16 @@ def arx_binary_search(holds, start: int, m: int) -> int:
     return mid + 2 if not holds(mid + 1) and mid + 1 < m else mid + 1
 
 
+def class_value_counts(cls: np.ndarray, n_classes: int, values: np.ndarray) -> pd.DataFrame:
+    """The class x sensitive-value count matrix: what ``pd.crosstab(cls, values)`` reindexed to
+    every class gives (columns: the values in sorted order), counted with ``np.add.at`` in a
+    fraction of crosstab's time."""
+    codes, labels = pd.factorize(values, sort=True)
+    counts = np.zeros((n_classes, len(labels)), dtype=np.int64)
+    np.add.at(counts, (cls, codes), 1)
+    return pd.DataFrame(counts, columns=pd.Index(labels, name="col_0"))
+
+
 #: The population the small tables are drawn from, for population uniqueness (1 in 20).
 SAMPLING_FRACTION = 0.05
 
@@ -138,8 +148,7 @@ class BruteForce:
             elif isinstance(c, HighestRisk):
                 fails |= sizes < arx_size_threshold(c.risk)
         for s in sensitive:
-            counts = pd.crosstab(cls, self.data[s].to_numpy())
-            counts = counts.reindex(range(n_classes), fill_value=0)
+            counts = class_value_counts(cls, n_classes, self.data[s].to_numpy())
             m = counts.to_numpy()
             overall = self.data[s].value_counts(normalize=True).reindex(counts.columns).to_numpy()
             share = m / m.sum(axis=1, keepdims=True)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import random
 from unittest import mock
 
 from django.core.files.uploadedfile import SimpleUploadedFile
@@ -29,3 +30,15 @@ def make_dataset(
     profiling.profile_dataset(dataset.pk)
     dataset.refresh_from_db()
     return dataset
+
+
+def synthetic_csv(rows: int = 300, seed: int = 7) -> str:
+    """People with a name, an age, a zip code, a sex and a diagnosis (one a formula)."""
+    rng = random.Random(seed)
+    lines = ["name,age,zip,sex,diagnosis"]
+    for i in range(rows):
+        lines.append(
+            f"Person {i},{rng.randint(18, 90)},{rng.choice(['02139', '02141', '02142', '02138'])},"
+            f"{rng.choice(['F', 'M'])},{rng.choice(['flu', 'asthma', 'diabetes', '=cmd|calc'])}"
+        )
+    return "\n".join(lines) + "\n"

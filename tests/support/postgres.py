@@ -95,3 +95,12 @@ def postgres_cluster() -> Iterator[str]:
             capture_output=True,
         )
         shutil.rmtree(workdir, ignore_errors=True)
+
+
+def create_database(server_url: str, name: str) -> str:
+    """A new empty database ``name`` in the cluster of ``server_url``; its DATABASE_URL."""
+    import psycopg
+
+    with psycopg.connect(server_url.replace("postgres://", "postgresql://"), autocommit=True) as c:
+        c.execute(f'CREATE DATABASE "{name}"')
+    return server_url.rsplit("/", 1)[0] + "/" + name

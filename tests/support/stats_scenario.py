@@ -22,9 +22,10 @@ django.setup()
 
 from django.contrib.auth.models import Group, User  # noqa: E402
 
-from releases.models import ReleaseRequest  # noqa: E402
+from releases.models import ReleaseRequest, Role  # noqa: E402
 from releases.services import budget, dispatch, roles, statistics  # noqa: E402
 from tests.support import factories  # noqa: E402
+from tests.support.workflow import tag  # noqa: E402
 
 
 def user(name: str, group: str) -> User:
@@ -37,6 +38,7 @@ def setup(epsilon: str, count: int, each: float) -> None:
     steward = user("steward", roles.STEWARDS)
     rows = ["age,income"] + [f"{20 + i % 50},{1000 * (i % 7)}" for i in range(120)]
     dataset = factories.make_dataset(steward, "\n".join(rows) + "\n", "people.csv")
+    tag(steward, dataset, {"age": Role.QUASI_IDENTIFIER, "income": Role.SENSITIVE})
     budget.set_budget(user("officer", roles.OFFICERS), dataset, epsilon, 0)
     queries = [
         {"kind": "count", "epsilon": each / 2},

@@ -38,6 +38,32 @@ def run(release_request: ReleaseRequest) -> ReleaseRequest:
     return release_request
 
 
+def ready_release(
+    steward,
+    content: str | bytes,
+    roles: dict[str, str],
+    filename: str = "people.csv",
+    prepare=None,
+    k: int = 5,
+    suppression_limit: float = 0.05,
+    **model,
+) -> ReleaseRequest:
+    """A release request whose run finished and waits for review: ``content`` uploaded and
+    profiled, its columns given ``roles`` (the others withheld), ``prepare(steward, dataset)``
+    run if given (to attach hierarchies, say), then requested with the model and run here."""
+    from tests.support.factories import make_dataset
+
+    dataset = make_dataset(steward, content, filename)
+    tag(steward, dataset, roles)
+    if prepare is not None:
+        prepare(steward, dataset)
+    release_request = run(
+        request_release(steward, dataset, k=k, suppression_limit=suppression_limit, **model)
+    )
+    assert release_request.state == ReleaseRequest.State.READY, release_request.error
+    return release_request
+
+
 def approve(officer, release_request: ReleaseRequest, *recipients) -> ReleaseRequest:
     """Approve the round as ``officer``, naming ``recipients`` on the release."""
     from releases.services import review

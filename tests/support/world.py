@@ -28,8 +28,7 @@ from releases.models import (
     TermsAcceptance,
 )
 from releases.services import dispatch, roles, sharing
-from tests.support import factories
-from tests.support.workflow import request_release, run, tag
+from tests.support.workflow import ready_release
 
 #: The people: who they are to the request.
 PEOPLE = (
@@ -85,11 +84,9 @@ def world(django_db_blocker, content: str | None = None, tagging: dict | None = 
                 "other_recipient": _user("w-recipient2", roles.RECIPIENTS),
                 "anonymous": AnonymousUser(),
             }
-            steward = people["requester"]
-            dataset = factories.make_dataset(steward, content or people_csv(), "people.csv")
-            tag(
-                steward,
-                dataset,
+            release_request = ready_release(
+                people["requester"],
+                content or people_csv(),
                 tagging
                 or {
                     "name": Role.IDENTIFIER,
@@ -97,11 +94,8 @@ def world(django_db_blocker, content: str | None = None, tagging: dict | None = 
                     "sex": Role.QUASI_IDENTIFIER,
                     "diagnosis": Role.SENSITIVE,
                 },
+                prepare=prepare,
             )
-            if prepare is not None:
-                prepare(steward, dataset)
-            release_request = run(request_release(steward, dataset, k=5, suppression_limit=0.05))
-            assert release_request.state == ReleaseRequest.State.READY, release_request.error
             release_request.recipients.add(people["named_recipient"], people["accepted_recipient"])
             # Accepted while approved (the only state it can be), then back to ready.
             ReleaseRequest.objects.filter(pk=release_request.pk).update(

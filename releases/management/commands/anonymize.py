@@ -31,7 +31,7 @@ def _without_django_options(args: list[str]) -> list[str]:
 
 
 class Command(BaseCommand):
-    help = "Anonymize a CSV file (k-anonymity, l-diversity, t-closeness); see --help."
+    help = "Anonymize a table under the engine's privacy models; see --help."
 
     def run_from_argv(self, argv: list[str]) -> None:
         # Django's own parser would reject the engine's options (--qi, --k ...): hand the whole

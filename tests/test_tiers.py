@@ -1,0 +1,67 @@
+"""The fast tier's guard: a test that starts a process without a full-tier marker fails, and
+the message names the marker to add."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tests.support import processes, tiers
+
+
+@pytest.mark.parametrize(
+    ("command", "marker"),
+    [
+        (["/usr/bin/redis-server", "--port", "6390"], "integration"),
+        ([str(processes.VENV_BIN / "celery"), "-A", "anonymizer_site", "worker"], "integration"),
+        ([sys.executable, "manage.py", "runserver", "127.0.0.1:8000", "--noreload"], "integration"),
+        (["runuser", "-u", "postgres", "--", "/usr/lib/postgresql/15/bin/initdb"], "postgres"),
+        (["/usr/lib/postgresql/15/bin/pg_ctl", "-D", "data", "start"], "postgres"),
+        (["/venv/lib/site-packages/playwright/driver/node", "cli.js", "run-driver"], "browser"),
+        ([sys.executable, "bench/load.py", "--users", "10"], "load"),
+        ([".venv-pycanon/bin/python", "-I", "tests/support/pycanon_check.py"], "pycanon"),
+        ([sys.executable, "-m", "tests.support.budget_scenario", "spend"], "process"),
+        ([sys.executable, "-c", "print(1)"], "process"),
+    ],
+)
+def test_each_command_the_suite_starts_names_its_marker(command, marker):
+    assert tiers.marker_for(command) == marker
+
+
+def test_a_process_started_in_the_fast_tier_fails_the_test_with_the_marker_to_add():
+    start = subprocess.Popen._execute_child
+    with tiers.processes_forbidden("tests/test_x.py::test_y"):
+        with pytest.raises(pytest.fail.Exception, match=r"test_y starts a process .*redis-server"):
+            subprocess.run(["redis-server", "--port", "0"], check=False)
+        with pytest.raises(pytest.fail.Exception, match=r"mark it @pytest\.mark\.process"):
+            subprocess.run([sys.executable, "-c", "pass"], check=False)
+        with pytest.raises(pytest.fail.Exception, match=r"forks a process"):
+            os.fork()
+        # Not an Exception: code under test that catches Exception cannot hide the start.
+        with pytest.raises(pytest.fail.Exception, match="starts a process"):
+            try:
+                subprocess.check_output([sys.executable, "--version"])
+            except Exception:  # noqa: BLE001 - the point of the test
+                pytest.fail("swallowed")
+    assert subprocess.Popen._execute_child is start
+
+
+def test_a_process_fixture_without_its_marker_is_named():
+    class Item:
+        fixturenames = ("db", "worker", "browser")
+
+        def __init__(self, *markers: str):
+            self.markers = markers
+
+        def get_closest_marker(self, name):
+            return name if name in self.markers else None
+
+    assert tiers.missing_markers(Item()) == [
+        "worker needs @pytest.mark.integration",
+        "browser needs @pytest.mark.browser",
+    ]
+    assert tiers.missing_markers(Item("browser", "integration")) == []
+    assert tiers.in_full_tier(Item("slow")) and not tiers.in_full_tier(Item("django_db"))
