@@ -50,14 +50,13 @@ def _as_text(column: pd.Series) -> pd.Series:
 
 def _released_column(
     labels: list[str], codes: CodeArray, categorical: bool
-) -> pd.Categorical | pd.Series:
+) -> pd.Categorical[str] | pd.Series[str]:
     """A generalized quasi-identifier: its labels taken by code. A Categorical column stays one
     (of the labels that occur) so that millions of rows cost a small code each; other columns
     are object strings as before (callers group on them without ``observed=True``): an object
     Series, which pandas 3 keeps as it is (an array would be copied into its str dtype)."""
     if categorical and len(set(labels)) == len(labels):
-        # pandas takes any integer array as codes; pandas-stubs 2.3 types them Sequence[int].
-        released = pd.Categorical.from_codes(codes, categories=pd.Index(labels))  # type: ignore[arg-type]
+        released = pd.Categorical.from_codes(codes, categories=pd.Index(labels))
         return released.remove_unused_categories()
     return pd.Series(np.array(labels, dtype=object)[codes], dtype=object, copy=False)
 

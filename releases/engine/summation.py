@@ -12,17 +12,20 @@ then added in order.
 from __future__ import annotations
 
 import numpy as np
+from numpy.typing import ArrayLike
+
+from .arrays import FloatArray
 
 BLOCK = 8192
 
 
-def block_sum(values: np.ndarray) -> float:
+def block_sum(values: ArrayLike) -> float:
     """The sum of a 1-D float array, added as numpy did before 2.3."""
-    a = np.asarray(values, dtype=np.float64).ravel()
+    a: FloatArray = np.asarray(values, dtype=np.float64).ravel()
     if a.size <= BLOCK:
         return float(np.add.reduce(a))
     whole = a.size - a.size % BLOCK
-    parts = np.add.reduce(a[:whole].reshape(-1, BLOCK), axis=1).tolist()
+    parts: list[float] = np.add.reduce(a[:whole].reshape(-1, BLOCK), axis=1).tolist()
     if whole < a.size:
         parts.append(float(np.add.reduce(a[whole:])))
     total = parts[0]
@@ -31,17 +34,15 @@ def block_sum(values: np.ndarray) -> float:
     return total
 
 
-def block_mean(values: np.ndarray) -> float:
+def block_mean(values: ArrayLike) -> float:
     """The mean of a non-empty 1-D float array (:func:`block_sum` over its length)."""
     return block_sum(values) / np.size(values)
 
 
-def block_sum_rows(values: np.ndarray) -> np.ndarray:
+def block_sum_rows(values: ArrayLike) -> FloatArray:
     """The sum of each row of a 2-D float array, added as numpy did before 2.3."""
-    a = np.asarray(values, dtype=np.float64)
-    if a.shape[1] <= BLOCK:
-        return np.add.reduce(a, axis=1)
-    total = np.add.reduce(a[:, :BLOCK], axis=1)
+    a: FloatArray = np.asarray(values, dtype=np.float64)
+    total: FloatArray = np.add.reduce(a[:, :BLOCK], axis=1)
     for start in range(BLOCK, a.shape[1], BLOCK):
         total = total + np.add.reduce(a[:, start : start + BLOCK], axis=1)
     return total
