@@ -10,6 +10,7 @@ import random
 
 import openpyxl
 import pandas as pd
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from django.urls import reverse
@@ -113,6 +114,24 @@ def test_each_format_reads_back_as_the_approved_bytes_and_the_same_rows(
     logged = AuditEvent.objects.filter(action=AuditEvent.Action.DOWNLOAD, actor=recipient)
     assert sorted(e.detail["file"] for e in logged) == ["csv", "parquet", "xlsx"]
     assert {e.detail["sha256"] for e in logged} == set(hashes.values())
+
+
+@pytest.mark.parametrize(
+    "dtype",
+    [object, "str", pd.ArrowDtype(pa.string()), pd.ArrowDtype(pa.large_string())],
+    ids=["object", "str", "arrow", "arrow-large"],
+)
+def test_parquet_holds_every_kind_of_string_column_as_strings(tmp_path, dtype):
+    cells = ["=x", "a,b", "", "é€", 'q"x'] * 40
+    frame = pd.DataFrame(
+        {"id": pd.Series(cells, dtype=object).astype(dtype), "sex": pd.Categorical(cells)}
+    )
+    path = tmp_path / "extract.parquet"
+    package.WRITERS[ReleaseFile.Format.PARQUET](frame, path)
+    table = pq.read_table(path)
+    assert table.schema.types == [pa.string(), pa.string()]
+    assert table.column("id").to_pylist() == cells
+    assert table.column("sex").to_pylist() == cells
 
 
 def test_released_rows_leave_in_a_seeded_random_order_that_a_rerun_repeats(ready):
