@@ -76,7 +76,8 @@ def loss_per_attribute(
     span = n - low
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.where(span > 0, (agg - low) / np.where(span > 0, span, 1.0), 0.0)
-    return np.maximum(out, 0.0)
+    clipped: FloatArray = np.maximum(out, 0.0)
+    return clipped
 
 
 def geometric_mean(values: FloatArray, axis: int = -1) -> FloatArray | float:

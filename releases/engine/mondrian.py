@@ -183,8 +183,8 @@ def _encode_qi(name: str, column: pd.Series, hierarchy: Hierarchy | None) -> _QI
         uniq_vals = np.unique(vals)
         # Keep the first spelling of each number as its label.
         first_label: dict[int, str] = {}
-        for lab, r in zip(labels, ranks, strict=True):
-            first_label.setdefault(int(r), lab)
+        for lab, rank in zip(labels, ranks.tolist(), strict=True):
+            first_label.setdefault(rank, lab)
         codes = np.array([lookup[str(v)] for v in distinct], dtype=np.int64)[value_of_row]
         return _QI(
             name,
@@ -390,7 +390,7 @@ def anonymize_mondrian(
                     node = q.nodes[level, lo[j]]
                     leaves = q.node_hi[level][node] - q.node_lo[level][node]
                     widths[j] = leaves / spans[j]
-            for j in np.argsort(-widths, kind="stable"):
+            for j in np.argsort(-widths, kind="stable").tolist():
                 if widths[j] <= 0:
                     break
                 col = sub[:, j]
