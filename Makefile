@@ -4,8 +4,11 @@
 PYTHON ?= $(shell command -v python3.11 || command -v python3.12 || command -v python3.13 || command -v python3)
 VENV := .venv
 PY := $(VENV)/bin/python
+# pycanon (the tests' independent checker) and anjana (compared in `make bench`) pin older
+# pandas and numpy than the app: they live in a venv of their own.
+PYCANON_VENV := .venv-pycanon
 
-.PHONY: run test test-fast test-parallel test-serial test-second-python install install-test lint format screenshots bench bench-io bench-web bench-pages bench-load clean
+.PHONY: run test test-fast test-parallel test-serial test-second-python install install-test pycanon-env lint format screenshots bench bench-io bench-web bench-pages bench-load clean
 
 $(VENV)/.installed-run: pyproject.toml
 	@scripts/check-python.sh "$(PYTHON)"
@@ -18,9 +21,19 @@ $(VENV)/.installed-test: pyproject.toml $(VENV)/.installed-run
 	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test]'
 	@touch $@
 
+$(PYCANON_VENV)/.installed: tests/support/pycanon-requirements.txt
+	@scripts/check-python.sh "$(PYTHON)"
+	@scripts/make-venv.sh "$(PYTHON)" $(PYCANON_VENV)
+	$(PYCANON_VENV)/bin/python -m pip install --quiet --disable-pip-version-check --upgrade pip
+	$(PYCANON_VENV)/bin/python -m pip install --quiet --disable-pip-version-check \
+		-r tests/support/pycanon-requirements.txt
+	@touch $@
+
 install: $(VENV)/.installed-run
 
-install-test: $(VENV)/.installed-test
+install-test: $(VENV)/.installed-test $(PYCANON_VENV)/.installed
+
+pycanon-env: $(PYCANON_VENV)/.installed
 
 run: install
 	@scripts/run-dev.sh
@@ -78,7 +91,7 @@ screenshots: install-test
 	$(PY) scripts/screenshots.py
 
 bench: install-test
-	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[test,bench]'
+	$(PYCANON_VENV)/bin/python -m pip install --quiet --disable-pip-version-check 'anjana>=1.2,<2'
 	$(PY) bench/engine.py
 
 # The paths a user takes: the command as typed (1M rows), upload and profiling of a 1 GB file.
@@ -99,4 +112,4 @@ bench-load: install-test
 	$(PY) bench/load.py
 
 clean:
-	rm -rf $(VENV) .venv-alt var staticfiles .pytest_cache .ruff_cache
+	rm -rf $(VENV) .venv-alt $(PYCANON_VENV) var staticfiles .pytest_cache .ruff_cache

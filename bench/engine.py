@@ -9,7 +9,9 @@ reports its own timings and peak memory (``ru_maxrss``) as one JSON line:
   native-country come from two other random rows; seed 2024), same configuration;
 * ``adult-mondrian`` - Adult, k=5, Mondrian;
 * ``adult-anjana``   - the same Adult configuration with the PyPI package ``anjana``
-  (``anjana.anonymity.k_anonymity``, suppression 5 %), for the ratio anjana / ours;
+  (``anjana.anonymity.k_anonymity``, suppression 5 %), for the ratio anjana / ours; anjana
+  pins older pandas and numpy than the app, so this case runs in .venv-pycanon (where
+  ``make bench`` installs it; ``ANJANA_PYTHON`` names another interpreter);
 * the other privacy models on Adult, suppression limit 0.05, optimal search (:data:`MODELS`):
   δ-disclosure and β-likeness (basic, enhanced) with ``occupation`` sensitive and the 7 other
   quasi-identifiers; highest and average re-identification risk; population uniqueness with
@@ -27,6 +29,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import resource
 import subprocess
 import sys
@@ -46,6 +49,8 @@ QIS = [
     "salary-class",
     "sex",
 ]
+#: The interpreter of the venv that has anjana (it cannot share the app's pandas).
+ANJANA_PYTHON = Path(os.environ.get("ANJANA_PYTHON") or ROOT / ".venv-pycanon" / "bin" / "python")
 K = 5
 SUPPRESSION = 0.05
 MILLION = 1_000_000
@@ -228,8 +233,10 @@ def make_million(path: Path) -> float:
     return time.perf_counter() - t0
 
 
-def run_case(case: str, csv_path: Path | None = None, timeout: float = 900) -> dict:
-    args = [sys.executable, str(Path(__file__).resolve()), "--case", case]
+def run_case(
+    case: str, csv_path: Path | None = None, timeout: float = 900, python: Path | None = None
+) -> dict:
+    args = [str(python or sys.executable), str(Path(__file__).resolve()), "--case", case]
     if csv_path is not None:
         args += ["--csv", str(csv_path)]
     t0 = time.perf_counter()
@@ -285,7 +292,10 @@ def report() -> None:
     _print_engine(r, "adult-mondrian")
 
     print("\n[4] anjana (PyPI) on Adult, same configuration (k_anonymity, suppression 5 %)")
-    r = results["anjana"] = run_case("adult-anjana")
+    if ANJANA_PYTHON.exists():
+        r = results["anjana"] = run_case("adult-anjana", python=ANJANA_PYTHON)
+    else:
+        r = {"error": f"no {ANJANA_PYTHON}: `make bench` installs anjana there"}
     if "error" in r:
         print(f"    failed: {r['error']}")
     else:

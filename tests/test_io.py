@@ -15,12 +15,13 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 import pytest
 from django.urls import reverse
 
 from releases.datasets import services as datasets
 from releases.engine import tabular
-from releases.engine.export import write_csv
+from releases.engine.export import neutralise_formulas, write_csv
 from releases.engine.tabular import ReadLimits, TableError, read_table
 from releases.models import Dataset, DatasetColumn
 from tests.conftest import ADULT, ADULT_QUASI_IDENTIFIERS
@@ -291,6 +292,23 @@ def test_profile_from_counts_matches_the_profile_of_the_rows():
     ] - int(counts.get("x", 0))
 
 
+@pytest.mark.parametrize(
+    ("values", "order"),
+    [
+        (["2020-01-01", "1500-01-01", "2300-05-05", "2021-06-01", ""], "ymd"),
+        (["01/01/2020", "01/01/1500", "05/05/2300", "01/06/2021", ""], "dmy"),
+    ],
+)
+def test_a_date_profile_reads_dates_from_1677_to_2262(values, order):
+    # The range profiles have always read as dates (datetime64[ns]); others are counted apart.
+    from releases.datasets import profiles as profiling
+
+    profile = profiling.column_profile(pd.Series(values * 3, dtype=object), "date", order)
+    assert profile["warnings"] == ["6 values are not dates in this format."]
+    assert (profile["min"], profile["max"]) == ("2020-01-01", "2021-06-01")
+    assert sum(b["count"] for b in profile["chart"]["bins"]) == 6
+
+
 # 300 columns, each profiled with its suggestions: seconds of profiling.
 @pytest.mark.slow
 def test_profiling_reaches_100_percent_and_stores_every_column(steward):
@@ -341,6 +359,44 @@ def test_write_csv_on_categorical_data_matches_the_pandas_reference():
         import hashlib
 
         assert written.sha256 == hashlib.sha256(out.getvalue()).hexdigest()
+
+
+# Object strings (pandas 2's text), pandas 3's str dtype, and Arrow strings of both widths.
+STRING_DTYPES = [object, "str", pd.ArrowDtype(pa.string()), pd.ArrowDtype(pa.large_string())]
+
+
+@pytest.mark.parametrize("dtype", STRING_DTYPES, ids=["object", "str", "arrow", "arrow-large"])
+def test_write_csv_writes_every_kind_of_string_column_as_the_pandas_reference(dtype):
+    values = ["a", "b,c", 'q"x', "l\nm", "=1+1", "-5", "+3.2", "@x", "\tt", "", " s", "é€", "-"]
+    rng = np.random.default_rng(2)
+    cells = pd.Series(rng.choice(np.array(values, dtype=object), 3000), dtype=object)
+    frame = pd.DataFrame({"id": cells.astype(dtype), "=name": cells.iloc[::-1].astype(dtype)})
+    assert all(frame.dtypes == pd.Series(dtype=dtype).dtype)
+    for delimiter in [",", ";"]:
+        out = io.BytesIO()
+        write_csv(frame, out, delimiter, batch_rows=777)
+        reference = _reference_neutralise(frame.astype(object)).to_csv(
+            sep=delimiter, index=False, lineterminator="\n"
+        )
+        assert out.getvalue() == reference.encode("utf-8")
+
+
+@pytest.mark.parametrize("dtype", STRING_DTYPES, ids=["object", "str", "arrow", "arrow-large"])
+def test_a_missing_cell_of_any_string_column_is_written_empty(dtype):
+    frame = pd.DataFrame(
+        {"a": pd.Series(["=x", None, "y"], dtype=object).astype(dtype), "b": ["1", "2", "3"]}
+    )
+    out = io.BytesIO()
+    write_csv(frame, out)
+    assert out.getvalue() == b"a,b\n'=x,1\n,2\ny,3\n"
+
+
+@pytest.mark.parametrize("dtype", STRING_DTYPES, ids=["object", "str", "arrow", "arrow-large"])
+def test_neutralising_keeps_a_column_s_dtype_and_its_missing_cells(dtype):
+    frame = pd.DataFrame({"a": pd.Series(["=x", None, "y"], dtype=object).astype(dtype)})
+    out = neutralise_formulas(frame)["a"]
+    assert out.dtype == frame["a"].dtype
+    assert out.iloc[0] == "'=x" and pd.isna(out.iloc[1]) and out.iloc[2] == "y"
 
 
 def test_carriage_returns_are_always_quoted():

@@ -1,6 +1,7 @@
 """Every privacy model through the web layer: the steward's form post, the request service and
 the worker's run (in this process), with the written extract checked independently: pycanon
-for δ-disclosure and basic β-likeness, counts for enhanced β-likeness and the risk models, the
+(in its own venv) and counts for δ-disclosure and basic β-likeness, counts for enhanced
+β-likeness and the risk models, the
 population-uniqueness and attacker-risk estimates recomputed here from their formulas. Then the
 form's round trip, the review refusing a failed check, the classes table, the candidates, the
 data migration and the hierarchy warnings."""
@@ -19,7 +20,6 @@ import numpy as np
 import pandas as pd
 import pytest
 from django.urls import reverse
-from pycanon import anonymity
 
 from releases.core import storage
 from releases.core.errors import InvalidInput
@@ -30,7 +30,7 @@ from releases.requests import services as release
 from releases.review import report as report_service
 from releases.review import services as review
 from tests.conftest import csv_upload
-from tests.support import factories
+from tests.support import factories, pycanon
 from tests.support.added_model import register as register_added_model
 from tests.support.workflow import run, tag
 
@@ -107,6 +107,14 @@ def check_named(release_request: ReleaseRequest, name: str):
 # ----------------------------------------------------------------------- each model, independently
 
 
+def class_shares(extract: pd.DataFrame) -> pd.DataFrame:
+    """Each (class, diagnosis): its share in the class ("proportion") and in the table ("p")."""
+    within = extract.groupby(QIS)["diagnosis"].value_counts(normalize=True).reset_index()
+    table = extract["diagnosis"].value_counts(normalize=True)
+    return within.assign(p=within["diagnosis"].map(table))
+
+
+@pytest.mark.pycanon
 def test_delta_disclosure_release_checked_with_pycanon(client, steward, people, original):
     done = post_request(
         client,
@@ -119,10 +127,18 @@ def test_delta_disclosure_release_checked_with_pycanon(client, steward, people, 
     ours = achieved(done, "delta-disclosure")["delta"]["diagnosis"]
     # pycanon's δ uses the natural log (ours, as ARX, log2); without suppression both measure
     # against the same table, so pycanon's value is ours times ln 2.
-    theirs = anonymity.delta_disclosure(extract, QIS, ["diagnosis"])
+    measured = pycanon.measure(
+        storage.read_bytes(done.extract_path), QIS, ["diagnosis"], ("delta", "k")
+    )
+    theirs = measured["delta"]
     assert theirs == pytest.approx(ours * math.log(2))
     assert theirs < 0.8 * math.log(2)
-    assert anonymity.k_anonymity(extract, QIS) >= 2
+    assert measured["k"] >= 2
+    # Counted: the largest |log2(share in a class / share in the table)|, and class sizes.
+    shares = class_shares(extract)
+    delta = np.log2(shares["proportion"] / shares["p"]).abs().max()
+    assert delta == pytest.approx(ours) and delta < 0.8
+    assert extract.groupby(QIS).size().min() >= 2
     line = check_named(done, "δ-disclosure privacy of diagnosis")
     assert line.passed and "δ requested 0.8" in line.detail
     assert done.model_description == "k=2, 0.8-disclosure privacy, at most 0% of rows suppressed"
@@ -131,16 +147,23 @@ def test_delta_disclosure_release_checked_with_pycanon(client, steward, people, 
     assert "<td>k=2 and 0.8-disclosure privacy</td>" in page
 
 
+@pytest.mark.pycanon
 def test_basic_beta_likeness_release_checked_with_pycanon(client, steward, people):
     done = post_request(client, steward, people, form({"beta-likeness": {"beta": "0.6"}}))
     extract = extract_of(done)
     assert done.summary["suppressed"] == 0
     ours = achieved(done, "beta-likeness")["beta"]["diagnosis"]
-    assert anonymity.basic_beta_likeness(extract, QIS, ["diagnosis"]) == pytest.approx(ours)
+    written = storage.read_bytes(done.extract_path)
+    theirs = pycanon.measure(written, QIS, ["diagnosis"], ("basic_beta",))["basic_beta"]
+    assert theirs == pytest.approx(ours)
     assert ours <= 0.6
+    # Counted: the largest gain (share in a class - share in the table) / share in the table.
+    shares = class_shares(extract)
+    assert ((shares["proportion"] - shares["p"]) / shares["p"]).max() == pytest.approx(ours)
     assert check_named(done, "basic β-likeness of diagnosis").passed
 
 
+@pytest.mark.pycanon
 def test_enhanced_beta_likeness_release_counted(client, steward, people, original):
     done = post_request(
         client,
@@ -156,7 +179,8 @@ def test_enhanced_beta_likeness_release_counted(client, steward, people, origina
     base = shares["diagnosis"].map(p)
     gain = (shares["proportion"] - base) / base
     assert (gain <= np.minimum(0.6, -np.log(base)) + 1e-12).all()
-    assert anonymity.enhanced_beta_likeness(extract, QIS, ["diagnosis"]) <= 0.6
+    written = storage.read_bytes(done.extract_path)
+    assert pycanon.measure(written, QIS, ["diagnosis"], ("enhanced_beta",))["enhanced_beta"] <= 0.6
     assert achieved(done, "beta-likeness")["beta"]["diagnosis"] == pytest.approx(gain.max())
     assert check_named(done, "enhanced β-likeness of diagnosis").passed
 
@@ -599,6 +623,7 @@ def test_the_classes_table_shows_each_models_measures_and_flags(client, steward,
 # ----------------------------------------------------------------------- candidates
 
 
+@pytest.mark.pycanon
 def test_the_steward_reruns_with_a_candidate_and_the_officer_sees_it_beside_the_optimum(
     client, steward, officer, people, original
 ):
@@ -629,7 +654,8 @@ def test_the_steward_reruns_with_a_candidate_and_the_officer_sees_it_beside_the_
     assert summary["suppressed"] == candidate["suppressed"]
     # The extract is generalized to the candidate's levels, and still 5-anonymous.
     extract = extract_of(done)
-    assert anonymity.k_anonymity(extract, QIS) >= 5
+    assert pycanon.measure(storage.read_bytes(done.extract_path), QIS)["k"] >= 5
+    assert extract.groupby(QIS).size().min() >= 5
     for q in QIS:
         hierarchy = Hierarchy.automatic(original[q].unique(), attribute=q)
         expected = {hierarchy.generalize(v, candidate["levels"][q]) for v in original[q]}

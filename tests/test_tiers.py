@@ -22,6 +22,7 @@ from tests.support import processes, tiers
         (["/usr/lib/postgresql/15/bin/pg_ctl", "-D", "data", "start"], "postgres"),
         (["/venv/lib/site-packages/playwright/driver/node", "cli.js", "run-driver"], "browser"),
         ([sys.executable, "bench/load.py", "--users", "10"], "load"),
+        ([".venv-pycanon/bin/python", "-I", "tests/support/pycanon_check.py"], "pycanon"),
         ([sys.executable, "-m", "tests.support.budget_scenario", "spend"], "process"),
         ([sys.executable, "-c", "print(1)"], "process"),
     ],

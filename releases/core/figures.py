@@ -223,8 +223,9 @@ def _as_numbers(labels: Sequence[str], counts: np.ndarray) -> np.ndarray | None:
     """The labels as numbers (NaN for the empty value) when every value that occurs is a
     number or empty, and two or more numbers differ; else None. A code written with leading
     zeros (a ZIP code, "02139") is not a number."""
+    # A copy: written below (NaN for the empty value).
     values = pd.to_numeric(pd.Series(list(labels), dtype=object), errors="coerce").to_numpy(
-        dtype=float
+        dtype=float, copy=True
     )
     occurs = counts > 0
     empty = np.array([str(label).strip() == "" for label in labels], dtype=bool)

@@ -108,8 +108,8 @@ def read(
     ``categorical``: pandas Categoricals (a small integer per row, so millions of rows fit),
     except columns with more than ``categorical_max`` distinct values (default
     :data:`CATEGORICAL_MAX_VALUES`), which come as pandas
-    Arrow strings (``string[pyarrow]``: Arrow buffers, no Python object per cell); else object
-    strings, as callers that group on them without ``observed=True`` need.
+    Arrow strings (``string[pyarrow]``: Arrow buffers, no Python object per cell); else pandas'
+    str dtype (Arrow strings too), which callers group on without ``observed=True``.
     """
     with opened(dataset) as path:
         names = _names(path, columns)

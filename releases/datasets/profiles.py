@@ -89,10 +89,17 @@ def parse_dates(values: pd.Series | pa.Array, order: str) -> pd.Series:
     values = _arrow(values)
     if order == DateOrder.ISO:
         text = pd.Series(values.to_numpy(zero_copy_only=False), dtype=object)
-        return pd.to_datetime(text, errors="coerce", format="ISO8601")
-    first, second, year = _slash_parts(values)
-    day, month = (first, second) if order == DateOrder.DMY else (second, first)
-    return pd.to_datetime(pd.DataFrame({"year": year, "month": month, "day": day}), errors="coerce")
+        parsed = pd.to_datetime(text, errors="coerce", format="ISO8601")
+    else:
+        first, second, year = _slash_parts(values)
+        day, month = (first, second) if order == DateOrder.DMY else (second, first)
+        frame = pd.DataFrame({"year": year, "month": month, "day": day})
+        parsed = pd.to_datetime(frame, errors="coerce")
+    # pandas 3 parses years 1 to 9999 (at microsecond resolution); a profile has always taken a
+    # date outside datetime64[ns]'s range (1677-09-21 to 2262-04-11) for a value that is not one.
+    instants = parsed.dt.tz_convert(None) if parsed.dt.tz is not None else parsed
+    inside = instants.between(pd.Timestamp.min, pd.Timestamp.max)
+    return parsed.where(inside).dt.as_unit("ns")
 
 
 def _numbers(values: pa.Array) -> np.ndarray:

@@ -159,7 +159,7 @@ def load_frame(
     from its column store, which was read from the original whose SHA-256 it records.
 
     ``categorical``: repeating columns as Categoricals, a small integer per row (group them with
-    ``observed=True``); else object strings.
+    ``observed=True``); else pandas' str dtype (Arrow strings).
     """
     if not dataset.file_path:
         raise InvalidInput("This dataset's file was refused and is not stored.")

@@ -776,7 +776,7 @@ def _content_rules(series: pd.Series, profile: dict) -> _Content | None:
             Role.IDENTIFIER,
             f"{distinct_share:.0%} of the values are different codes: an identifier",
         )
-    words = sample.str.split().str.len()
+    words = sample.str.count(r"\S+")  # words per value
     if (
         rows >= 20
         and column_type in (ColumnType.TEXT, ColumnType.CATEGORICAL)

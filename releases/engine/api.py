@@ -11,7 +11,7 @@ from numpy.typing import NDArray
 from pandas.api.extensions import ExtensionArray
 
 from . import metrics
-from .arrays import BoolArray, CodeArray, IntArray, ObjectArray
+from .arrays import BoolArray, CodeArray, IntArray
 from .criteria import DataContext, EarlierReleases, Evaluation, PrivacyModel
 from .hierarchy import Hierarchy
 from .lattice import CandidateEntry, EncodedData, SearchResult, Table, pareto_front, search
@@ -43,21 +43,22 @@ def _as_text(column: pd.Series) -> pd.Series:
             return column
         return column.astype(object).where(column.notna(), "").astype(str)
     if pd.api.types.infer_dtype(column, skipna=False) == "string":
-        return column
+        # pandas' str dtype is inferred as "string" even when it holds missing values (NaN).
+        return column.fillna("") if column.hasnans else column
     return column.where(column.notna(), "").astype(str)
 
 
 def _released_column(
     labels: list[str], codes: CodeArray, categorical: bool
-) -> pd.Categorical | ObjectArray:
+) -> pd.Categorical[str] | pd.Series[str]:
     """A generalized quasi-identifier: its labels taken by code. A Categorical column stays one
     (of the labels that occur) so that millions of rows cost a small code each; other columns
-    are object strings as before (callers group on them without ``observed=True``)."""
+    are object strings as before (callers group on them without ``observed=True``): an object
+    Series, which pandas 3 keeps as it is (an array would be copied into its str dtype)."""
     if categorical and len(set(labels)) == len(labels):
-        # pandas takes any integer array as codes; pandas-stubs 2.3 types them Sequence[int].
-        released = pd.Categorical.from_codes(codes, categories=pd.Index(labels))  # type: ignore[arg-type]
+        released = pd.Categorical.from_codes(codes, categories=pd.Index(labels))
         return released.remove_unused_categories()
-    return np.array(labels, dtype=object)[codes]
+    return pd.Series(np.array(labels, dtype=object)[codes], dtype=object, copy=False)
 
 
 def _kept(
@@ -68,7 +69,8 @@ def _kept(
         categorical: pd.Categorical = column.array
         kept = categorical[keep_rows]
         return kept.remove_unused_categories() if dropped else kept
-    if isinstance(column.dtype, pd.ArrowDtype):  # Arrow strings stay Arrow (no object per cell)
+    if isinstance(column.dtype, pd.ArrowDtype | pd.StringDtype):
+        # Arrow strings (pandas' str dtype too) stay Arrow: no Python object per cell.
         arrow: ExtensionArray = column.array
         return arrow[keep_rows] if dropped else arrow
     return column.to_numpy()[keep_rows]
@@ -278,7 +280,8 @@ def anonymize(
                 kept_table_codes[:, i]
             ]
             for i, q in enumerate(qis)
-        }
+        },
+        dtype=object,  # the labels as they are (pandas 3 would copy them into its str dtype)
     )
     released = table.classes().subset(keep_classes)
     for name, values in model.class_columns(released, context).items():

@@ -200,7 +200,8 @@ def joint_class_sizes(new: IntArray, earlier: IntArray) -> IntArray:
         return np.zeros(0, dtype=np.int64)
     key.sort()
     starts = np.flatnonzero(np.r_[True, key[1:] != key[:-1]])
-    return np.diff(np.r_[starts, len(key)]).astype(np.int64)
+    sizes: IntArray = np.diff(np.r_[starts, len(key)]).astype(np.int64)
+    return sizes
 
 
 @dataclass(frozen=True)

@@ -85,9 +85,19 @@ def _per_column(
     return np.split(results, bounds)
 
 
+def _is_arrow_text(series: pd.Series) -> bool:
+    """Whether a column's strings are Arrow's: ``string[pyarrow]``, or pandas 3's ``str``
+    dtype (Arrow-backed), which CSV and Parquet readers give a column of unrepeated values."""
+    dtype = series.dtype
+    return isinstance(dtype, pd.ArrowDtype) or (
+        isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow"
+    )
+
+
 def _arrow_of(series: pd.Series) -> pa.ChunkedArray:
-    """The Arrow array behind a ``string[pyarrow]`` column (no copy)."""
-    return pa.chunked_array(series.array.__arrow_array__())
+    """The Arrow strings behind such a column, as ``string`` (the writer reads 32-bit offsets;
+    pandas' ``str`` dtype keeps ``large_string``, cast here chunk by chunk)."""
+    return pa.chunked_array(series.array.__arrow_array__()).cast(pa.string())
 
 
 def _neutralise_arrow(array: pa.ChunkedArray) -> pa.ChunkedArray:
@@ -135,9 +145,11 @@ def neutralise_formulas(df: pd.DataFrame) -> pd.DataFrame:
         series = out[col]
         if not _is_text(series):
             continue
-        if isinstance(series.dtype, pd.ArrowDtype):
+        if _is_arrow_text(series):
             safe = _neutralise_arrow(_arrow_of(series))
-            out[col] = pd.Series(pd.arrays.ArrowExtensionArray(safe), index=series.index)
+            # Arrow throughout; the column keeps its dtype (pandas 3's str stays str).
+            arrow = pd.Series(pd.arrays.ArrowExtensionArray(safe), index=series.index)
+            out[col] = arrow.astype(series.dtype)
         elif isinstance(series.dtype, pd.CategoricalDtype):
             coded.append((col, None, series.cat.categories))
         else:
@@ -158,7 +170,9 @@ def neutralise_formulas(df: pd.DataFrame) -> pd.DataFrame:
                 out[name] = pd.Categorical(merged)
         else:
             values = safe[np.maximum(factorized, 0)]
-            out[name] = pd.Series(values, index=series.index).where(factorized >= 0, series)
+            # The column's own dtype: pandas 3 would make object strings its str dtype.
+            neutralised = pd.Series(values, index=series.index, dtype=object)
+            out[name] = neutralised.where(factorized >= 0, series).astype(series.dtype)
     out.columns = [neutralise_cell(c) if isinstance(c, str) else c for c in out.columns]
     return out
 
@@ -195,7 +209,7 @@ def _column_codes(
 ) -> tuple[SmallIntArray, ObjectArray] | tuple[None, pa.ChunkedArray]:
     """(codes, distinct values as strings) of one column; for Arrow strings (a value per row:
     IDs, free text), (None, the cells), quoted batch by batch."""
-    if isinstance(series.dtype, pd.ArrowDtype):
+    if _is_arrow_text(series):
         return None, _arrow_of(series)
     if _is_text(series):
         return _codes_and_values(series)

@@ -375,11 +375,9 @@ class Hierarchy:
         dates (and missing values) map to themselves, then ``*``.
         """
         distinct = cls._distinct(values) or [""]
-        series = pd.Series(distinct, dtype=object)
-        parsed = pd.to_datetime(series, errors="coerce", dayfirst=dayfirst, format="mixed")
         rows = []
-        for v, ts in zip(distinct, parsed, strict=True):
-            if v.strip() == "" or pd.isna(ts):
+        for v, ts in zip(distinct, _parse_dates(distinct, dayfirst), strict=True):
+            if v.strip() == "" or ts is None or not _nanosecond_range(ts):
                 rows.append((v, v, v, v, SUPPRESSED_VALUE))
             else:
                 decade = ts.year // 10 * 10
@@ -449,3 +447,40 @@ class Hierarchy:
             codes.append(out)
             labels.append(list(lookup))
         return codes, labels
+
+
+def _parse_dates(values: list[str], dayfirst: bool) -> list[pd.Timestamp | None]:
+    """Each value as a Timestamp (None when it is no date), as pandas 2 parsed them.
+
+    ISO 8601 values are read year-month-day whatever ``dayfirst`` says (pandas 3's mixed
+    parsing would read 2020-01-05 as 1 May), the others in the format each one has."""
+    series = pd.Series(values, dtype=object)
+    try:
+        iso = pd.to_datetime(series, errors="coerce", format="ISO8601")
+        rest = iso.isna().to_numpy()
+        other = pd.to_datetime(series[rest], errors="coerce", dayfirst=dayfirst, format="mixed")
+    except ValueError:
+        # Different UTC offsets: pandas 3 refuses them in one array (pandas 2 kept each value
+        # in its own offset). One by one, each keeps its own.
+        return [_parse_date(v, dayfirst) for v in values]
+    parsed: list[pd.Timestamp | None] = [None if pd.isna(ts) else ts for ts in iso]
+    for i, ts in zip(rest.nonzero()[0].tolist(), other, strict=True):
+        parsed[i] = None if pd.isna(ts) else ts
+    return parsed
+
+
+def _parse_date(value: str, dayfirst: bool) -> pd.Timestamp | None:
+    iso = pd.to_datetime(value, errors="coerce", format="ISO8601")
+    if not pd.isna(iso):
+        return iso
+    other = pd.to_datetime(value, errors="coerce", dayfirst=dayfirst, format="mixed")
+    return None if pd.isna(other) else other
+
+
+def _nanosecond_range(ts: pd.Timestamp) -> bool:
+    """Whether a parsed date lies in ``datetime64[ns]``'s range (1677-09-21 to 2262-04-11).
+
+    pandas 3 parses dates of any year from 1 to 9999; pandas 2 parsed only this range, and a
+    date outside it has always been kept as a value of its own (as text that is not a date)."""
+    instant = ts.tz_convert(None) if ts.tzinfo is not None else ts
+    return bool(pd.Timestamp.min <= instant <= pd.Timestamp.max)

@@ -17,6 +17,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from .arrays import CodeArray, FloatArray, IntArray
+from .summation import block_sum
 
 __all__ = [
     "loss_per_attribute",
@@ -75,7 +76,8 @@ def loss_per_attribute(
     span = n - low
     with np.errstate(divide="ignore", invalid="ignore"):
         out = np.where(span > 0, (agg - low) / np.where(span > 0, span, 1.0), 0.0)
-    return np.maximum(out, 0.0)
+    clipped: FloatArray = np.maximum(out, 0.0)
+    return clipped
 
 
 def geometric_mean(values: FloatArray, axis: int = -1) -> FloatArray | float:
@@ -183,7 +185,7 @@ def non_uniform_entropy_weighted(
     rel = uniq // n_orig
     rel_u, rel_inv = np.unique(rel, return_inverse=True)
     per_rel = np.bincount(rel_inv, weights=pair)
-    return float(-(pair * np.log2(pair / per_rel[rel_inv])).sum())
+    return -block_sum(pair * np.log2(pair / per_rel[rel_inv]))
 
 
 def non_uniform_entropy_levels(
@@ -226,11 +228,11 @@ def non_uniform_entropy_levels(
         f_in = np.bincount(source, weights=w)
         f_out = np.bincount(target, weights=w)
         m = w > 0
-        total += float((w[m] * np.log2(f_in[source[m]] / f_out[target[m]])).sum())
+        total += block_sum(w[m] * np.log2(f_in[source[m]] / f_out[target[m]]))
     frequency = kept + sup
     n = frequency.sum()
     f = frequency[frequency > 0]
-    maximum = float(-(f * np.log2(f / n)).sum()) if n > 0 else 0.0
+    maximum = -block_sum(f * np.log2(f / n)) if n > 0 else 0.0
     return -total, maximum
 
 

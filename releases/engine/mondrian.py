@@ -73,6 +73,7 @@ from .criteria import Classes, DataContext
 from .hierarchy import Hierarchy
 from .privacy import SensitiveCounts
 from .risk import class_sizes_of, risk_summary
+from .summation import block_mean, block_sum
 from .types import (
     SUPPRESSED_VALUE,
     AnonymizationConfig,
@@ -165,7 +166,10 @@ class _QI:
 
 
 def _encode_qi(name: str, column: pd.Series, hierarchy: Hierarchy | None) -> _QI:
-    distinct = pd.unique(column.to_numpy(dtype=object))
+    # Each row's distinct value (in order of first appearance), then one code per distinct
+    # value: a lookup per value, not per row (pandas 3's str columns map cell by cell).
+    value_of_row, uniques = pd.factorize(column, sort=False)
+    distinct = np.asarray(uniques, dtype=object)
     numbers = pd.to_numeric(pd.Series(distinct, dtype=object), errors="coerce").to_numpy(
         dtype=float
     )
@@ -179,9 +183,9 @@ def _encode_qi(name: str, column: pd.Series, hierarchy: Hierarchy | None) -> _QI
         uniq_vals = np.unique(vals)
         # Keep the first spelling of each number as its label.
         first_label: dict[int, str] = {}
-        for lab, r in zip(labels, ranks, strict=True):
-            first_label.setdefault(int(r), lab)
-        codes = np.asarray(column.map(lookup), dtype=np.int64)
+        for lab, rank in zip(labels, ranks.tolist(), strict=True):
+            first_label.setdefault(rank, lab)
+        codes = np.array([lookup[str(v)] for v in distinct], dtype=np.int64)[value_of_row]
         return _QI(
             name,
             True,
@@ -192,7 +196,7 @@ def _encode_qi(name: str, column: pd.Series, hierarchy: Hierarchy | None) -> _QI
     rows = _hierarchy_rows(hierarchy)
     ordered, nodes = _ordered_tree([str(v) for v in distinct], rows, name)
     lookup_c = {v: i for i, v in enumerate(ordered)}
-    codes = np.asarray(column.map(lookup_c), dtype=np.int64)
+    codes = np.array([lookup_c[str(v)] for v in distinct], dtype=np.int64)[value_of_row]
     # Labels of every node (from the hierarchy rows), and each node's code interval.
     height = nodes.shape[0] - 1
     by_value: dict[str, list[str]] = {}
@@ -386,7 +390,7 @@ def anonymize_mondrian(
                     node = q.nodes[level, lo[j]]
                     leaves = q.node_hi[level][node] - q.node_lo[level][node]
                     widths[j] = leaves / spans[j]
-            for j in np.argsort(-widths, kind="stable"):
+            for j in np.argsort(-widths, kind="stable").tolist():
                 if widths[j] <= 0:
                     break
                 col = sub[:, j]
@@ -499,14 +503,14 @@ def _build_result(
         part_labels.append(labels)
         codes, _ = pd.factorize(labels)
         label_codes[:, j] = codes
-        loss_per_attribute[q.name] = float(cell_loss[row_part].mean())
-        precision_cells += float(cell_precision[row_part].sum())
-        mean_shares.append(float(cell_share[row_part].mean()))
+        loss_per_attribute[q.name] = block_mean(cell_loss[row_part])
+        precision_cells += block_sum(cell_precision[row_part])
+        mean_shares.append(block_mean(cell_share[row_part]))
         min_shares.append(low_share)
         entropy.append(metrics.non_uniform_entropy(q.codes, codes[row_part]))
         frequency = np.bincount(q.codes).astype(float)
         frequency = frequency[frequency > 0]
-        entropy_max.append(float(-(frequency * np.log2(frequency / n)).sum()))
+        entropy_max.append(-block_sum(frequency * np.log2(frequency / n)))
 
     # Partitions with identical released values form one equivalence class of the extract.
     _, part_class = np.unique(label_codes, axis=0, return_inverse=True)
@@ -519,8 +523,11 @@ def _build_result(
 
     data_out = released.copy()
     for j, q in enumerate(qis):
-        data_out[q.name] = part_labels[j][row_part]
-    classes = pd.DataFrame({q.name: part_labels[j][first_part] for j, q in enumerate(qis)})
+        # Object strings as before: pandas 3 would copy an array of them into its str dtype.
+        data_out[q.name] = pd.Series(part_labels[j][row_part], index=data_out.index, dtype=object)
+    classes = pd.DataFrame(
+        {q.name: part_labels[j][first_part] for j, q in enumerate(qis)}, dtype=object
+    )
     extract_classes = Classes(
         sizes,
         {

@@ -34,6 +34,7 @@ import pandas as pd
 from .arrays import BoolArray, FloatArray, IntArray, ObjectArray
 from .errors import EngineError
 from .hierarchy import Hierarchy
+from .summation import block_sum_rows
 
 __all__ = [
     "SensitiveCounts",
@@ -329,7 +330,7 @@ def t_distance(sc: SensitiveCounts, ctx: TContext) -> FloatArray:
         inv = np.argsort(ctx.rank)
         for start, p in _dense_chunks(sc):
             cum = np.cumsum(p[:, inv] - q[inv], axis=1)
-            out[start : start + len(p)] = np.abs(cum).sum(axis=1) / (m - 1)
+            out[start : start + len(p)] = block_sum_rows(np.abs(cum)) / (m - 1)
         return out
     if ctx.distance == "hierarchical":
         parents = ctx.parents or []
@@ -350,7 +351,7 @@ def t_distance(sc: SensitiveCounts, ctx: TContext) -> FloatArray:
                 member[np.arange(n_children), child_parent] = 1.0
                 pos = np.maximum(extra, 0.0) @ member
                 neg = np.maximum(-extra, 0.0) @ member
-                total += (j / height) * np.minimum(pos, neg).sum(axis=1)
+                total += (j / height) * block_sum_rows(np.minimum(pos, neg))
                 extra = extra @ member
                 child_of = parent
             out[start : start + len(p)] = total

@@ -66,6 +66,7 @@ import pandas as pd
 
 from .arrays import FloatArray, IntArray
 from .errors import EngineError
+from .summation import block_sum
 
 __all__ = [
     "ESTIMATORS",
@@ -325,10 +326,10 @@ def snb(hist: _Histogram, population: int) -> float:
     f = hist.n / population
     s, cnt = hist.sizes, hist.counts
     with np.errstate(all="ignore"):
-        var1 = float((s * f * f * (1 - f * f) ** (s - 1) * cnt).sum())
-        var2 = float(((1 - f) ** s * cnt * (1 + f) ** s - 1).sum())  # as ARX computes it
-        var3 = float(((1 - f) ** s * cnt).sum())
-        var4 = float((s * f * (1 - f) ** (s - 1) * cnt).sum())
+        var1 = block_sum(s * f * f * (1 - f * f) ** (s - 1) * cnt)
+        var2 = block_sum((1 - f) ** s * cnt * (1 + f) ** s - 1)  # as ARX computes it
+        var3 = block_sum((1 - f) ** s * cnt)
+        var4 = block_sum(s * f * (1 - f) ** (s - 1) * cnt)
         k = hist.u + c1 * (var1 / var2) * (var3 / var4) ** 2
     if not math.isfinite(k):
         return math.nan
@@ -604,7 +605,7 @@ def risk_summary(
         )
     big_n = max(int(population_size), n)
     risk = expected_inverse_population_size(sizes, n / big_n)
-    marketer = float((sizes * risk).sum()) / n
+    marketer = block_sum(sizes * risk) / n
     journalist = AttackerRisk(
         float(risk.max()),
         max(float(sizes.size) / big_n, marketer),

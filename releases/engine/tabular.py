@@ -960,7 +960,8 @@ def read_table_file(
 
 
 def to_frame(table: pa.Table) -> pd.DataFrame:
-    """A DataFrame of the table: dictionary columns become Categoricals, others object strings."""
+    """A DataFrame of the table: dictionary columns become Categoricals, others pandas' str
+    dtype (Arrow strings)."""
     frame: pd.DataFrame = table.to_pandas()
     frame.columns = list(table.column_names)
     return frame

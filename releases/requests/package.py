@@ -113,7 +113,12 @@ def _parquet_column(series: pd.Series) -> tuple[pa.Array | pa.ChunkedArray, np.n
     if isinstance(series.dtype, pd.CategoricalDtype):
         categories = pa.array(np.asarray(series.cat.categories.astype(str), dtype=object))
         return categories, series.cat.codes.to_numpy()
-    if isinstance(series.dtype, pd.ArrowDtype):
+    dtype = series.dtype
+    if isinstance(dtype, pd.ArrowDtype) or (
+        isinstance(dtype, pd.StringDtype) and dtype.storage == "pyarrow"
+    ):
+        # pandas 3's str dtype is Arrow strings too (large_string): taken as Arrow, not as a
+        # Python string per cell.
         return pa.chunked_array(series.array.__arrow_array__()).cast(pa.string()), None
     return pa.chunked_array([pa.array(series.astype(str).to_numpy(dtype=object))]), None
 

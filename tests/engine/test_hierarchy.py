@@ -174,6 +174,31 @@ def test_dates_dayfirst():
     assert h.generalize("04/03/2021", 1) == "2021-04"
 
 
+def test_dates_in_iso_form_stay_year_month_day_when_the_day_comes_first():
+    # A column mixing 31/12/2020 and ISO dates: dayfirst concerns the former only.
+    h = Hierarchy.dates(["13/01/2020", "2020-01-05", "2020-02-03 10:00", "20200304"], dayfirst=True)
+    assert [r[1] for r in h.rows] == ["2020-01", "2020-01", "2020-02", "2020-03"]
+
+
+def test_dates_keep_their_own_utc_offset():
+    h = Hierarchy.dates(["2020-01-31T23:00:00+02:00", "2021-12-31T23:30:00-05:00", "2022-05-06"])
+    assert [r[1] for r in h.rows] == ["2020-01", "2021-12", "2022-05"]
+
+
+def test_dates_outside_1677_to_2262_are_kept_as_values_of_their_own():
+    # The range the hierarchies and profiles have always read as dates (datetime64[ns]).
+    values = ["1500-06-01", "1677-09-22", "2262-04-11", "2262-04-12", "31/12/2999", "0001-01-01"]
+    h = Hierarchy.dates(values, dayfirst=True)
+    assert [r[1] for r in h.rows] == [
+        "1500-06-01",
+        "1677-09",
+        "2262-04",
+        "2262-04-12",
+        "31/12/2999",
+        "0001-01-01",
+    ]
+
+
 def test_masking_hides_one_more_character_per_level():
     h = Hierarchy.masking(["02139", "02141", "9"])
     assert list(h.rows[0]) == ["02139", "0213*", "021**", "02***", "0****", "*"]

@@ -14,7 +14,17 @@ import pytest
 
 #: The markers of the full tier (declared in pyproject.toml): a test carrying one of them needs
 #: a process, a browser, PostgreSQL or a long run, and ``--fast`` leaves it out.
-FULL_TIER = ("integration", "browser", "postgres", "s3", "load", "chaos", "process", "slow")
+FULL_TIER = (
+    "integration",
+    "browser",
+    "postgres",
+    "s3",
+    "load",
+    "chaos",
+    "process",
+    "slow",
+    "pycanon",
+)
 
 
 #: The shared fixtures that start processes or servers, and the marker a test using one needs.
@@ -55,6 +65,9 @@ def marker_for(command: Sequence[str | bytes | os.PathLike]) -> str:
         return "browser"
     if any("locust" in word for word in words) or "load.py" in words:
         return "load"
+    # pycanon's checker, in the venv of its own (tests/support/pycanon.py).
+    if any("pycanon" in path for path in paths):
+        return "pycanon"
     return "process"
 
 

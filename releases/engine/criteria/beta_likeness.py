@@ -79,7 +79,8 @@ class BetaLikeness(Criterion):
     def _caps(self, q: FloatArray) -> FloatArray:
         if self.variant == "enhanced":
             with np.errstate(divide="ignore"):
-                return np.minimum(self.beta, -np.log(q))
+                caps: FloatArray = np.minimum(self.beta, -np.log(q))
+            return caps
         return np.full(len(q), float(self.beta))
 
     def min_class_size(self, data: DataContext) -> int:
