@@ -76,3 +76,5 @@ can_revoke  # function, releases/requests/rules.py
 can_download  # function, releases/requests/rules.py
 check_download  # function, releases/requests/rules.py
 can_reproduce  # function, releases/requests/rules.py
+# Named in settings.MIDDLEWARE.
+SessionLimitsMiddleware  # class, releases/core/sessions.py

@@ -83,6 +83,8 @@ MIDDLEWARE = [
     # Every page requires login; the login page itself is exempt (login_not_required).
     "django.contrib.auth.middleware.LoginRequiredMiddleware",
     "django.contrib.messages.middleware.MessageMiddleware",
+    # Ends idle and too old sessions; no signed-in page is cached (releases/core/sessions.py).
+    "releases.core.sessions.SessionLimitsMiddleware",
     "django.middleware.clickjacking.XFrameOptionsMiddleware",
     "csp.middleware.CSPMiddleware",
     "django_htmx.middleware.HtmxMiddleware",
@@ -345,15 +347,24 @@ DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "anonymizer@localhost"
 SITE_URL = os.environ.get("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
 
 SESSION_COOKIE_HTTPONLY = True
+# A session ends after SESSION_IDLE_MINUTES without a request, and SESSION_MAX_HOURS after
+# sign-in whatever the activity (releases/core/sessions.py).
+SESSION_IDLE_MINUTES = float(os.environ.get("SESSION_IDLE_MINUTES", "30"))
+SESSION_MAX_HOURS = float(os.environ.get("SESSION_MAX_HOURS", "12"))
+SESSION_COOKIE_AGE = int(SESSION_MAX_HOURS * 3600)
 CSRF_COOKIE_HTTPONLY = False  # htmx reads the token from the page, not the cookie
 if not DEBUG:
     SESSION_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)
     CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)
-    # Behind a TLS-terminating proxy: trust its X-Forwarded-Proto, redirect plain HTTP, HSTS.
-    if env_bool("BEHIND_TLS_PROXY", False):
+    # Behind a TLS-terminating proxy: trust its X-Forwarded-Proto, and by default redirect plain
+    # HTTP and send HSTS for a year (each can still be set on its own).
+    _behind_proxy = env_bool("BEHIND_TLS_PROXY", False)
+    if _behind_proxy:
         SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", False)
-    SECURE_HSTS_SECONDS = int(os.environ.get("SECURE_HSTS_SECONDS", "0"))
+    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", _behind_proxy)
+    SECURE_HSTS_SECONDS = int(
+        os.environ.get("SECURE_HSTS_SECONDS", "31536000" if _behind_proxy else "0")
+    )
 
 LOGGING = {
     "version": 1,

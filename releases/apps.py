@@ -10,6 +10,8 @@ class ReleasesConfig(AppConfig):
         # The features register their kinds of request (``requests.kinds``) and their
         # background work with the sweeper (``background.recovery``). Imported here, once the
         # models are loaded: a module-level import would run before the app registry is ready.
+        # ``core.sessions`` records each sign-in's time (a signal receiver).
+        from releases.core import sessions as _sessions  # noqa: F401
         from releases.datasets import recovery as _datasets_recovery  # noqa: F401
         from releases.requests import extract as _extract  # noqa: F401
         from releases.requests import recovery as _requests_recovery  # noqa: F401

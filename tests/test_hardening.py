@@ -100,3 +100,21 @@ def test_pages_carry_a_content_security_policy_without_inline_code(client):
     assert directives["style-src"] == "'self'"
     assert directives["frame-ancestors"] == "'none'"
     assert "unsafe-inline" not in policy and "unsafe-eval" not in policy
+
+
+@pytest.mark.process
+def test_behind_a_tls_proxy_plain_http_is_redirected_and_hsts_sent(tmp_path):
+    env = {"VAR_DIR": str(tmp_path), "BEHIND_TLS_PROXY": "1"}
+    shown = "(s.SECURE_SSL_REDIRECT, s.SECURE_HSTS_SECONDS, s.SECURE_PROXY_SSL_HEADER)"
+    assert settings_in_fresh_process(env, shown) == (
+        "(True, 31536000, ('HTTP_X_FORWARDED_PROTO', 'https'))"
+    )
+    # Each can still be set on its own; without a proxy neither is on by default.
+    chosen = {**env, "SECURE_SSL_REDIRECT": "0", "SECURE_HSTS_SECONDS": "60"}
+    assert settings_in_fresh_process(chosen, "(s.SECURE_SSL_REDIRECT, s.SECURE_HSTS_SECONDS)") == (
+        "(False, 60)"
+    )
+    plain = {"VAR_DIR": str(tmp_path)}
+    assert settings_in_fresh_process(plain, "(s.SECURE_SSL_REDIRECT, s.SECURE_HSTS_SECONDS)") == (
+        "(False, 0)"
+    )
