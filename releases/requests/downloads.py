@@ -2,15 +2,19 @@
 review's, ``review.services``, which refuses them the same way).
 
 A download is allowed by the lifecycle (``rules``, ``download``: a named recipient or the
-requester, an approved release not expired or revoked, its terms accepted). The stored file is
-then read once to check it is still the bytes approved; only then is the download logged and
-the file streamed (by the view, never read into memory). A missing or changed file is refused
-with a clear reason and the refusal is logged too.
+requester, an approved release not expired or revoked, its terms accepted). A missing file, or
+one whose size is not the approved size, is refused with a clear reason, and the refusal is
+logged. Otherwise the download is logged and the file is read once: hashed as it streams
+(``verified_stream``), with the last chunk held back until the SHA-256 of everything read is
+known. Bytes that are not the approved ones end the stream before its end, and the failure is
+logged too.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 from django.http import Http404
@@ -45,6 +49,8 @@ class PreparedDownload:
     content_type: str
     sha256: str
     size_bytes: int
+    request_id: int
+    format: str
 
 
 def refuse(user, release_request: ReleaseRequest, file: str, reason: str, status: int):
@@ -73,17 +79,24 @@ def _check_allowed(user, release_request: ReleaseRequest, file: str) -> None:
     raise exception(reason)
 
 
-def problem(stored: ReleaseFile) -> tuple[str, int] | None:
-    """Why a stored file cannot be served (missing, or not the approved bytes)."""
+def _changed(stored: ReleaseFile) -> str:
+    return (
+        f"The stored {stored.get_format_display()} file no longer matches the approved "
+        "SHA-256; it is not served."
+    )
+
+
+def problem(stored: ReleaseFile, read: bool = True) -> tuple[str, int] | None:
+    """Why a stored file cannot be served (missing, or not the approved bytes). ``read``:
+    hash the whole file; else compare its size only (a download hashes what it streams)."""
     label = stored.get_format_display()
     if not storage.exists(stored.path):
         return f"The {label} file of this release is missing from storage.", GONE
-    if storage.sha256_of(stored.path) != stored.sha256:
+    if not read and storage.size(stored.path) != stored.size_bytes:
+        return _changed(stored), CONFLICT
+    if read and storage.sha256_of(stored.path) != stored.sha256:
         logger.error("%s of request %s does not match its SHA-256", label, stored.request_id)
-        return (
-            f"The stored {label} file no longer matches the approved SHA-256; it is not served.",
-            CONFLICT,
-        )
+        return _changed(stored), CONFLICT
     return None
 
 
@@ -105,7 +118,7 @@ def open_download(user, request_id: int, fmt: str) -> PreparedDownload:
         raise Http404(reason or "This release has no such file.")
     if not package_matches(release_request, files):
         refuse(user, release_request, fmt, "The files no longer match the approved package.", 409)
-    found = problem(stored)
+    found = problem(stored, read=False)
     if found is not None:
         refuse(user, release_request, fmt, *found)
     audit.record(
@@ -123,4 +136,39 @@ def open_download(user, request_id: int, fmt: str) -> PreparedDownload:
         stored.content_type,
         stored.sha256,
         stored.size_bytes,
+        release_request.pk,
+        fmt,
     )
+
+
+class StreamAborted(Exception):
+    """The bytes streamed were not the approved ones: the response must not end cleanly."""
+
+
+def verified_stream(user, prepared: PreparedDownload) -> Iterator[bytes]:
+    """The file's bytes, read once and hashed as they go. The last chunk is sent only when the
+    SHA-256 of the whole file is the approved one: otherwise the failure is logged and the
+    stream stops short, so the client never receives a complete changed file."""
+    digest = hashlib.sha256()
+    held = b""
+    with storage.open_file(prepared.path) as handle:
+        while chunk := handle.read(storage.CHUNK_BYTES):
+            digest.update(chunk)
+            if held:
+                yield held
+            held = chunk
+    if digest.hexdigest() != prepared.sha256:
+        logger.error("%s of request %s changed while served", prepared.format, prepared.request_id)
+        audit.record(
+            AuditEvent.Action.DOWNLOAD_REFUSED,
+            user,
+            request=ReleaseRequest.objects.get(pk=prepared.request_id),
+            file=prepared.format,
+            reason=(
+                "The bytes read did not match the approved SHA-256; "
+                "the download was stopped before its end."
+            ),
+        )
+        raise StreamAborted(prepared.path)
+    if held:
+        yield held

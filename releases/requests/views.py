@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from django.contrib import messages
 from django.core.paginator import Paginator
-from django.http import FileResponse, HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse
+from django.utils.http import content_disposition_header
 from django.views.decorators.http import require_GET, require_POST
 
-from releases.core import storage
 from releases.core.errors import InvalidInput
 from releases.core.http import error_page
 from releases.core.http import is_htmx as _is_htmx
@@ -178,13 +178,14 @@ def download_file(request: HttpRequest, request_id: int, fmt: str = "csv") -> Ht
         return _refused(
             request, downloads.DownloadUnavailable(str(exc), downloads.CONFLICT), request_id
         )
-    # Streamed from storage: never read into memory; the filename is encoded by Django.
-    response = FileResponse(
-        storage.open_file(prepared.path),
-        as_attachment=True,
-        filename=prepared.filename,
-        content_type=prepared.content_type,
+    # Streamed from storage, read once and hashed as it goes (never read into memory); the
+    # filename is encoded by Django.
+    response = StreamingHttpResponse(
+        downloads.verified_stream(request.user, prepared), content_type=prepared.content_type
     )
+    response["Content-Disposition"] = content_disposition_header(True, prepared.filename)
+    response["Content-Length"] = str(prepared.size_bytes)
+    response["X-Content-SHA256"] = prepared.sha256
     response["X-Content-Type-Options"] = "nosniff"
     response["Cache-Control"] = "no-store"
     return response

@@ -80,7 +80,6 @@ def approve(officer, release_request: ReleaseRequest, *recipients) -> ReleaseReq
 
 def download(user, release_request: ReleaseRequest, fmt: str = "csv") -> bytes:
     """Accept the terms (once) and download ``fmt`` through the service; the file's bytes."""
-    from releases.core import storage
     from releases.requests import downloads
     from releases.requests import rules as lifecycle
     from releases.requests import services as sharing
@@ -88,7 +87,7 @@ def download(user, release_request: ReleaseRequest, fmt: str = "csv") -> bytes:
     if not lifecycle.has_accepted_terms(user, release_request):
         sharing.accept_terms(user, release_request.pk)
     prepared = downloads.open_download(user, release_request.pk, fmt)
-    return storage.read_bytes(prepared.path)
+    return b"".join(downloads.verified_stream(user, prepared))
 
 
 def tag(user, dataset: Dataset, roles: dict[str, str], rest: str | None = Role.WITHHELD) -> None:
