@@ -28,6 +28,12 @@ from .errors import HierarchyError
 __all__ = ["Hierarchy"]
 
 
+def _shown(widths: Sequence[float]) -> str:
+    """Widths as typed, shortened: a list of 5,000 ones is not a message."""
+    text = ", ".join(f"{w:g}" for w in widths[:8])
+    return text + (f", ... ({len(widths)} widths)" if len(widths) > 8 else "")
+
+
 def _decode(raw: bytes) -> str:
     # ARX writes UTF-8; older exports from spreadsheets are often Latin-1.
     try:
@@ -339,13 +345,14 @@ class Hierarchy:
         widths = [float(w) for w in widths]
         for a, b in zip(widths, widths[1:], strict=False):
             ratio = b / a if a > 0 else 0
-            if a <= 0 or b <= 0 or abs(ratio - round(ratio)) > 1e-9 or round(ratio) < 1:
+            # A repeated width adds a level that changes nothing (and "1,1,1,..." thousands).
+            if a <= 0 or b <= 0 or abs(ratio - round(ratio)) > 1e-9 or round(ratio) < 2:
                 raise HierarchyError(
-                    f"Interval widths must be positive and each a multiple of the one before, "
-                    f"not {list(widths)}."
+                    "Interval widths must be positive and each a multiple of the one before, "
+                    f"and larger (for example 5, 10, 20), not {_shown(widths)}."
                 )
         if widths and widths[0] <= 0:
-            raise HierarchyError(f"Interval widths must be positive, not {list(widths)}.")
+            raise HierarchyError(f"Interval widths must be positive, not {_shown(widths)}.")
 
         def label(x: float, w: float) -> str:
             start = math.floor(x / w) * w

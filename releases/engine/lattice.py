@@ -38,6 +38,8 @@ to a greedy bottom-up climb; its result is flagged ``heuristic=True``.
 
 from __future__ import annotations
 
+import math
+
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
@@ -675,7 +677,9 @@ def search(
     lo = np.array(min_levels, dtype=np.int64)
     hi = np.array(max_levels, dtype=np.int64)
     d = len(lo)
-    n_nodes = int(np.prod(hi - lo + 1)) if d else 1
+    # Python integers: a lattice of 30 quasi-identifiers with 20 levels each has more nodes
+    # than an int64 holds, and an overflowed count would let it past the bound below.
+    n_nodes = math.prod(int(b - a + 1) for a, b in zip(lo, hi, strict=True))
     if d and lo.any():
         # Every node is at least min_levels: start rolling up from there.
         s.start_table, _ = enc.rollup(enc.base, tuple(int(v) for v in lo))

@@ -368,6 +368,36 @@ def test_large_lattice_falls_back_to_a_flagged_heuristic(brute, monkeypatch):
     assert result.suppressed <= math.floor(0.02 * len(brute.data))
 
 
+def test_a_lattice_larger_than_an_int64_counts_is_searched_greedily_not_a_crash():
+    # 30 quasi-identifiers with 12 levels each: 12**30 transformations, more than an int64
+    # holds. Counted in int64 the size wrapped and let the search build the grid (a numpy
+    # ValueError, shown as an internal error).
+    from releases.engine import Hierarchy
+
+    rng = np.random.default_rng(7)
+    names = [f"q{i}" for i in range(30)]
+    data = pd.DataFrame({n: rng.integers(0, 2048, 300).astype(str) for n in names})
+    widths = [2.0**p for p in range(1, 11)]
+    hierarchies = {
+        n: Hierarchy.intervals(data[n].unique(), widths=widths, attribute=n) for n in names
+    }
+    assert math.prod(h.height for h in hierarchies.values()) > 2**63
+    model = PrivacyModel(k=3, suppression_limit=0.05)
+    result = anonymize(data, AnonymizationConfig(quasi_identifiers=hierarchies, model=model))
+    assert result.heuristic is True
+    assert result.data.groupby(names).size().min() >= 3
+
+
+def test_interval_widths_must_grow():
+    from releases.engine import Hierarchy
+    from releases.engine.errors import HierarchyError
+
+    with pytest.raises(HierarchyError, match="larger") as refused:
+        Hierarchy.intervals([str(v) for v in range(100)], widths=[1.0] * 5000, attribute="age")
+    assert len(str(refused.value)) < 200  # names the widths without listing 5,000 of them
+    assert Hierarchy.intervals(["1", "7"], widths=[5.0, 10.0], attribute="a").height == 4
+
+
 def test_time_limit_falls_back_to_a_flagged_heuristic(brute):
     model = PrivacyModel(k=5, suppression_limit=0.02)
     config = AnonymizationConfig(quasi_identifiers=brute.h, model=model, time_limit=0.0)
