@@ -39,7 +39,6 @@ to a greedy bottom-up climb; its result is flagged ``heuristic=True``.
 from __future__ import annotations
 
 import math
-
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Mapping, Sequence
