@@ -302,9 +302,12 @@ CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
 # Sent messages stay in the outbox this many days (to inspect what was sent), then beat
 # deletes them once a day.
 OUTBOX_RETENTION_DAYS = float(os.environ.get("OUTBOX_RETENTION_DAYS", "7"))
+# The sign-in log and the log of failed sign-ins are kept this many days, then purged daily.
+LOGIN_RECORD_RETENTION_DAYS = float(os.environ.get("LOGIN_RECORD_RETENTION_DAYS", "90"))
 CELERY_BEAT_SCHEDULE = {
     "sweep-work": {"task": "releases.sweep_work", "schedule": float(SWEEP_SECONDS)},
     "purge-outbox": {"task": "releases.purge_outbox", "schedule": 24 * 3600.0},
+    "purge-login-records": {"task": "releases.purge_login_records", "schedule": 24 * 3600.0},
 }
 # A worker that dies hands its task back to the queue; the services' claims keep it single.
 CELERY_TASK_REJECT_ON_WORKER_LOST = True

@@ -118,3 +118,29 @@ def test_sent_messages_are_purged_after_the_retention_and_beat_does_it_daily(set
     dispatch.registered()[beat["task"]]()  # what beat runs, here
     assert set(OutboxMessage.objects.values_list("pk", flat=True)) == {recent.pk, unsent.pk}
     assert old.pk not in OutboxMessage.objects.values_list("pk", flat=True)
+
+
+@pytest.mark.django_db
+def test_old_sign_in_records_are_purged_daily_and_lockout_counters_are_kept(settings):
+    from datetime import timedelta
+
+    from axes.models import AccessAttempt, AccessFailureLog, AccessLog
+
+    settings.LOGIN_RECORD_RETENTION_DAYS = 30
+    now = timezone.now()
+    kept, purged = [], []
+    for model in (AccessLog, AccessFailureLog, AccessAttempt):
+        extra = {"failures_since_start": 5} if model is AccessAttempt else {}
+        for days in (40, 10):
+            row = model.objects.create(username="ann", ip_address=f"10.0.0.{days}", **extra)
+            # attempt_time is set on creation (auto_now_add): backdate it.
+            model.objects.filter(pk=row.pk).update(attempt_time=now - timedelta(days=days))
+            old = days > 30 and model is not AccessAttempt
+            (purged if old else kept).append((model, row.pk))
+    beat = settings.CELERY_BEAT_SCHEDULE["purge-login-records"]
+    assert beat["schedule"] == 24 * 3600
+    dispatch.registered()[beat["task"]]()  # what beat runs, here
+    for model, pk in kept:
+        assert model.objects.filter(pk=pk).exists(), model
+    for model, pk in purged:
+        assert not model.objects.filter(pk=pk).exists(), model
