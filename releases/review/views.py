@@ -22,7 +22,7 @@ from releases.core.http import error_page
 from releases.core.http import is_htmx as _is_htmx
 from releases.datasets.selectors import datasets_for
 from releases.models import ReleaseRequest
-from releases.requests import downloads, kinds, rules
+from releases.requests import downloads, history, kinds, rules
 from releases.requests import selectors as request_selectors
 from releases.requests import services as requests
 from releases.requests.forms import ResubmitForm, RevokeForm
@@ -66,6 +66,10 @@ def _request_context(request: HttpRequest, release_request: ReleaseRequest, **ex
     if context["summary"]:
         context.update(_classes_context(request, release_request))
     context["waiting_for_queue"] = request_selectors.waiting_for_queue(release_request)
+    if history.can_see_history(user, release_request.dataset):
+        context["history"] = history.history_page(
+            user, release_request.dataset, request.GET.get("history")
+        )
     context.update(extra)
     return context
 
