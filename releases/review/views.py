@@ -53,7 +53,9 @@ def _request_context(request: HttpRequest, release_request: ReleaseRequest, **ex
     user = request.user
     context = selectors.request_page(user, release_request, request.GET.get("events"))
     context.update(request_selectors.summary_sections(release_request, request.GET))
-    context["review_form"] = ReviewForm()
+    context["review_form"] = ReviewForm(
+        justification_needed=bool(rules.checks_to_accept(release_request))
+    )
     context["revoke_form"] = RevokeForm()
     if (
         "resubmit" in context["buttons"]
@@ -186,7 +188,9 @@ def class_detail(request: HttpRequest, request_id: int, class_id: int) -> HttpRe
 @require_POST
 def request_review(request: HttpRequest, request_id: int) -> HttpResponse:
     release_request = request_selectors.get_request_for(request.user, request_id)
-    form = ReviewForm(request.POST)
+    form = ReviewForm(
+        request.POST, justification_needed=bool(rules.checks_to_accept(release_request))
+    )
     if form.is_valid():
         try:
             release_request = services.review(
@@ -195,6 +199,7 @@ def request_review(request: HttpRequest, request_id: int) -> HttpResponse:
                 form.cleaned_data["decision"],
                 form.cleaned_data["comment"],
                 form.additions(),
+                form.cleaned_data["justification"],
             )
         except InvalidInput as exc:
             form.add_error(None, str(exc))
