@@ -63,7 +63,9 @@ def _request_context(request: HttpRequest, release_request: ReleaseRequest, **ex
         and kinds.of(release_request).resubmit_page(release_request) is None
     ):
         context["resubmit_form"] = ResubmitForm(
-            initial=ResubmitForm.initial_from(release_request), dataset=release_request.dataset
+            initial=ResubmitForm.initial_from(release_request),
+            dataset=release_request.dataset,
+            request_id=release_request.pk,
         )
     if context["summary"]:
         context.update(_classes_context(request, release_request))
@@ -219,7 +221,9 @@ def request_resubmit(request: HttpRequest, request_id: int) -> HttpResponse:
     elsewhere = kinds.of(release_request).resubmit_page(release_request)
     if elsewhere is not None:
         return redirect(elsewhere)
-    form = ResubmitForm(request.POST, dataset=release_request.dataset)
+    form = ResubmitForm(
+        request.POST, dataset=release_request.dataset, request_id=release_request.pk
+    )
     if form.is_valid():
         try:
             release_request = requests.resubmit(
