@@ -258,6 +258,10 @@ class Review(models.Model):
     extract_sha256 = models.CharField(max_length=64)
     #: The package (every downloadable file) the reviewer saw; an approval counts for it only.
     package_sha256 = models.CharField(max_length=64, blank=True)
+    #: Failing checks an approving officer accepted (by name; the cross-release check), and
+    #: why: written with the vote, shown in the report and the audit log.
+    accepted_checks = models.JSONField(default=list, blank=True)
+    justification = models.TextField(blank=True)
     created_at = models.DateTimeField(auto_now_add=True)
     #: When the decision e-mail went out (or was found to have nobody to go to): sent once.
     notified_at = models.DateTimeField(null=True, blank=True)

@@ -10,6 +10,10 @@ from releases.engine import checks as criteria_checks
 from releases.models import ReleaseRequest, Role
 from releases.requests import package
 
+#: The check of the joint classes with earlier releases: the one check an officer may accept
+#: with a written justification (``accepted_checks``) instead of it blocking approval.
+CROSS_RELEASE = "cross-release"
+
 #: A column released unchanged on which more than this share of rows is unique looks
 #: identifying: the check fails and the release cannot be approved.
 UNCHANGED_UNIQUE_ROWS_LIMIT = 0.5
@@ -32,6 +36,7 @@ def checks(release_request: ReleaseRequest) -> list[Check]:
             )
         )
     out.append(unchanged_check(summary))
+    out.append(cross_release_check(release_request, summary))
     # Counted by the run as it stored the classes; results from before that are counted here
     # (a JSON test on every class: slow at 100,000 classes).
     failing_classes = summary.get("failing_classes")
@@ -99,3 +104,63 @@ def unchanged_check(summary: dict) -> Check:
         return Check("columns released unchanged", True, "no column is released unchanged")
     names = ", ".join(c["name"] for c in unchanged)
     return Check("columns released unchanged", True, f"{names}: none looks identifying")
+
+
+def cross_release_check(release_request: ReleaseRequest, summary: dict) -> Check:
+    """Every joint class with each earlier released extract of the dataset holds at least k
+    rows (and reaches the l and t the request asks for), as the run measured them."""
+    entries = summary.get("cross_release")
+    if entries is None:
+        earlier = (
+            ReleaseRequest.objects.filter(
+                dataset_id=release_request.dataset_id,
+                kind=ReleaseRequest.Kind.EXTRACT,
+                state__in=ReleaseRequest.RELEASED_STATES,
+            )
+            .exclude(pk=release_request.pk)
+            .exists()
+        )
+        if earlier:
+            return Check(
+                CROSS_RELEASE,
+                False,
+                "not measured for this round, and the dataset has earlier releases; resubmit "
+                "it to measure them",
+            )
+        return Check(CROSS_RELEASE, True, "the dataset has no earlier release")
+    if not entries:
+        return Check(CROSS_RELEASE, True, "the dataset has no earlier released extract")
+    problems = []
+    for entry in entries:
+        if not entry.get("measured", True):
+            problems.append(f"with {entry['name']}: not measured ({entry.get('reason', '')})")
+        elif not entry.get("passed"):
+            problems.append(f"with {entry['name']}: {_failure(entry)}")
+    if problems:
+        return Check(CROSS_RELEASE, False, "; ".join(problems))
+    smallest = min(e["smallest_joint_class"] for e in entries)
+    names = ", ".join(e["name"] for e in entries)
+    return Check(
+        CROSS_RELEASE,
+        True,
+        f"with {names}: smallest joint class {smallest}, none below k={entries[0]['k']}",
+    )
+
+
+def _failure(entry: dict) -> str:
+    """Why the joint classes with one earlier release fail, in words."""
+    reasons = []
+    if entry.get("rows_below_k"):
+        reasons.append(
+            f"{entry['rows_below_k']} rows are in joint classes smaller than k={entry['k']} "
+            f"(smallest {entry['smallest_joint_class']})"
+        )
+    required = entry.get("l_required")
+    for name, value in (entry.get("entropy_l") or entry.get("l") or {}).items():
+        if required is not None and value is not None and value < required:
+            reasons.append(f"a joint class has l={value:.3g} of {name}, l={required:g} asked")
+    required = entry.get("t_required")
+    for name, value in (entry.get("t") or {}).items():
+        if required is not None and value > required:
+            reasons.append(f"a joint class has t={value:.3g} of {name}, t={required:g} asked")
+    return "; ".join(reasons) or "the joint classes do not pass"

@@ -7,7 +7,7 @@ from __future__ import annotations
 from releases.datasets import budget
 from releases.datasets.selectors import budget_context
 from releases.models import ReleaseRequest
-from releases.requests import checks, kinds, report, run
+from releases.requests import checks, history, kinds, report, run
 from releases.requests.services import RUN_TASK
 
 
@@ -20,6 +20,11 @@ class ExtractKind(kinds.RequestKind):
 
     def checks(self, release_request):
         return checks.checks(release_request)
+
+    def acceptable_checks(self):
+        # Joint classes with earlier releases rest on an assumption (the rows can be linked)
+        # the officer may judge does not hold: they accept it in writing.
+        return frozenset({checks.CROSS_RELEASE})
 
     def on_approved(self, release_request, officer):
         # An approved extract goes in its dataset's privacy ledger, outside the DP budget, so
@@ -37,8 +42,15 @@ class ExtractKind(kinds.RequestKind):
         )
 
     def page(self, user, release_request):
-        # The dataset's ledger: its differentially private releases beside this extract.
-        return budget_context(user, release_request.dataset)
+        # The dataset's ledger: its differentially private releases beside this extract; the
+        # joint classes with its earlier extracts (the page is the officers' and requester's).
+        summary = release_request.summary or {}
+        return {
+            **budget_context(user, release_request.dataset),
+            "cross_release": history.cross_release_entries(summary),
+            "cross_release_measured": "cross_release" in summary,
+            "protection": summary.get("protection"),
+        }
 
     def report_body(self, release_request, audience, files):
         return report.body(release_request, audience, files)

@@ -11,8 +11,11 @@ from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
 from django.db.models import QuerySet
 
+from releases.core.errors import InvalidInput
 from releases.engine import POPULATION_PARAMS, REGISTRY, EngineError, ParamSpec, PrivacyModel
 from releases.models import ReleaseRequest
+from releases.requests.cross_release import protected_model, protecting, release_name
+from releases.requests.history import released_extracts
 from releases.requests.parameters import ReleaseParameters
 from releases.requests.selectors import (
     identifiers_released_unchanged,
@@ -207,7 +210,8 @@ class ModelForm(forms.Form):
             "algorithm": params.algorithm,
         }
         initial.update({_use_key(name): False for name in REGISTRY})
-        initial.update({_use_key(c.name): True for c in model.criteria})
+        initial.update({_use_key(c.name): True for c in model.criteria if c.name in REGISTRY})
+        initial["protect_earlier"] = protecting(model)
         initial.update({k: v for k, v in model.fields().items() if k != "suppression_limit"})
         return initial
 
@@ -266,7 +270,59 @@ class JustificationsMixin:
         }
 
 
-class ReleaseRequestForm(JustificationsMixin, ModelForm):
+class ProtectionMixin:
+    """The checkbox "Protect earlier releases", offered when the dataset has released extracts
+    (ticked by default): the search then keeps every joint class with each of them at k rows
+    or more (``criteria.EarlierReleases``), and the round's parameters name them."""
+
+    fields: dict[str, forms.Field]
+    cleaned_data: dict[str, Any]
+    privacy_model: PrivacyModel
+
+    def add_protection_field(self, dataset, exclude: int | None = None, initial=None) -> None:
+        self.earlier_extracts = (
+            list(released_extracts(dataset, exclude=exclude)) if dataset is not None else []
+        )
+        if not self.earlier_extracts:
+            return
+        names = ", ".join(release_name(r) for r in self.earlier_extracts)
+        self.fields["protect_earlier"] = forms.BooleanField(
+            label="Protect earlier releases",
+            required=False,
+            initial=True if initial is None else initial,
+            help_text=f"Search only among releases whose joint classes with each earlier "
+            f"released extract of this dataset ({names}) hold at least k rows: whoever "
+            "receives both cannot single people out by linking them.",
+        )
+
+    def clean_protection(self, data: dict[str, Any]) -> None:
+        """Refuse the protection where it cannot work (no k, or Mondrian)."""
+        if not data.get("protect_earlier") or not hasattr(self, "privacy_model"):
+            return
+        if data.get("algorithm") == ReleaseRequest.Algorithm.MONDRIAN:
+            cast(forms.Form, self).add_error(
+                "protect_earlier",
+                "Mondrian recodes locally and cannot protect earlier releases; choose the "
+                "optimal full-domain generalization, or untick the protection.",
+            )
+            return
+        try:
+            self.privacy_model = protected_model(self.privacy_model)
+        except InvalidInput as exc:
+            cast(forms.Form, self).add_error("protect_earlier", str(exc))
+
+    def protected_parameters(self, params: ReleaseParameters) -> ReleaseParameters:
+        if not protecting(params.model):
+            return params
+        return ReleaseParameters(
+            params.model,
+            params.algorithm,
+            params.levels,
+            [r.pk for r in self.earlier_extracts],
+        )
+
+
+class ReleaseRequestForm(JustificationsMixin, ProtectionMixin, ModelForm):
     """A release request: the privacy model, who receives it, on which terms, until when."""
 
     recipients = forms.ModelMultipleChoiceField(
@@ -300,6 +356,15 @@ class ReleaseRequestForm(JustificationsMixin, ModelForm):
         offer(self, "recipient_groups", recipient_group_choices())
         self.fields["terms"].initial = default_terms()
         self.add_justification_fields(dataset)
+        self.add_protection_field(dataset)
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        self.clean_protection(data)
+        return data
+
+    def parameters(self) -> ReleaseParameters:
+        return self.protected_parameters(super().parameters())
 
     def sharing(self) -> Sharing:
         data = self.cleaned_data
@@ -311,16 +376,27 @@ class ReleaseRequestForm(JustificationsMixin, ModelForm):
         )
 
 
-class ResubmitForm(JustificationsMixin, ModelForm):
+class ResubmitForm(JustificationsMixin, ProtectionMixin, ModelForm):
     response = forms.CharField(
         label="Your answer to the reviewers (or what changed)",
         widget=forms.Textarea(attrs={"rows": 3}),
         max_length=5000,
     )
 
-    def __init__(self, *args, dataset=None, **kwargs) -> None:
+    def __init__(self, *args, dataset=None, request_id: int | None = None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.add_justification_fields(dataset)
+        self.add_protection_field(
+            dataset, exclude=request_id, initial=self.initial.get("protect_earlier")
+        )
+
+    def clean(self) -> dict[str, Any]:
+        data = super().clean()
+        self.clean_protection(data)
+        return data
+
+    def parameters(self) -> ReleaseParameters:
+        return self.protected_parameters(super().parameters())
 
 
 class RevokeForm(forms.Form):

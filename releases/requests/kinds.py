@@ -56,6 +56,11 @@ class RequestKind(ABC):
         """What the round's stored result must satisfy before it can be approved."""
         ...
 
+    def acceptable_checks(self) -> frozenset[str]:
+        """Checks an approving officer may accept with a written justification instead of
+        them blocking approval (by name); none by default."""
+        return frozenset()
+
     def checks_for(self, user, release_request: ReleaseRequest) -> list[Check]:
         """The checks as ``user`` may see them (``None``: a report that travels)."""
         return self.checks(release_request)

@@ -406,6 +406,37 @@ def add_reviewer_detail(report: dict, release_request: ReleaseRequest) -> None:
     report["utility"]["metrics"] = summary.get("metrics", {})
     report["risk"]["before"] = summary.get("risk_before")
     report["unchanged"] = summary.get("unchanged")
+    # Joint classes with earlier releases are computed on the original, as the classes are.
+    report["cross_release"] = cross_release_section(release_request)
+
+
+def cross_release_section(release_request: ReleaseRequest) -> dict:
+    """The extract judged with each earlier released extract: the assumption, per earlier
+    release its figures and the evidence of linking, the protection's outcome, and the
+    officers' written acceptances of a failing check."""
+    summary = release_request.summary or {}
+    entries = [
+        {k: v for k, v in entry.items() if k != "joint_sizes"}
+        for entry in summary.get("cross_release") or []
+    ]
+    accepted = [
+        {
+            "by": r.reviewer.get_username(),
+            "round": r.round,
+            "checks": list(r.accepted_checks),
+            "justification": r.justification,
+            "at": iso(r.created_at),
+        }
+        for r in release_request.reviews.select_related("reviewer").order_by("round", "id")
+        if r.justification
+    ]
+    return {
+        "measured": "cross_release" in summary,
+        "assumption": summary.get("cross_release_assumption"),
+        "earlier_releases": entries,
+        "protection": summary.get("protection"),
+        "accepted": accepted,
+    }
 
 
 def reproduction(release_request: ReleaseRequest) -> dict:

@@ -139,11 +139,14 @@ def reproduce(reproduction_id: int) -> Reproduction | None:
 def _rerun(release_request: ReleaseRequest) -> dict[str, str]:
     """The SHA-256 of each file a re-run of the round writes (in a temporary folder)."""
     frame, _ = run.load_released(release_request.dataset, release_request.config)
+    params = ReleaseParameters.of(release_request)
     built = run.build_release(
         frame,
         release_request.config,
-        ReleaseParameters.of(release_request),
+        params,
         release_request.shuffle_seed,
+        # The same earlier releases the round protected (its parameters name them).
+        earlier_releases=run.protected_releases(release_request, params),
     )
     with tempfile.TemporaryDirectory(dir=settings.FILE_UPLOAD_TEMP_DIR) as folder:
         written = package.write_package(built.data, Path(folder))

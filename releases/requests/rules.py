@@ -136,8 +136,11 @@ def _not_voted(user, release_request: ReleaseRequest) -> str:
 
 
 def _checks_pass(user, release_request: ReleaseRequest) -> str:
-    # The checks read the stored result; which checks is the request's kind's.
-    failed = [c for c in kinds.of(release_request).checks(release_request) if not c.passed]
+    # The checks read the stored result; which checks is the request's kind's. A check the
+    # kind lets an officer accept in writing is enforced by the review service instead.
+    kind = kinds.of(release_request)
+    acceptable = kind.acceptable_checks()
+    failed = [c for c in kind.checks(release_request) if not c.passed and c.name not in acceptable]
     if failed:
         return (
             "This result cannot be approved: its checks did not pass ("
@@ -495,6 +498,15 @@ def can_reproduce(user, release_request) -> bool:
 
 def check_reproduce(user, release_request) -> Transition:
     return check("reproduce", user, release_request)
+
+
+def checks_to_accept(release_request: ReleaseRequest) -> list:
+    """The failing checks an approval must accept with a written justification."""
+    kind = kinds.of(release_request)
+    acceptable = kind.acceptable_checks()
+    if not acceptable or not release_request.summary:
+        return []
+    return [c for c in kind.checks(release_request) if not c.passed and c.name in acceptable]
 
 
 def can_review(user, release_request) -> bool:

@@ -46,7 +46,7 @@ from releases.models import (
     ReleaseRequest,
     Role,
 )
-from releases.requests import package, rules
+from releases.requests import cross_release, package, rules
 from releases.requests.parameters import ReleaseParameters
 
 logger = logging.getLogger(__name__)
@@ -132,16 +132,40 @@ def build_release(
     params: ReleaseParameters,
     seed: int | None,
     progress=None,
+    earlier_releases: dict[str, np.ndarray] | None = None,
 ) -> BuiltRelease:
-    """Anonymize the released columns of ``frame`` and shuffle the rows with ``seed``."""
+    """Anonymize the released columns of ``frame`` and shuffle the rows with ``seed``;
+    ``earlier_releases``: the memberships of the earlier releases a protecting model keeps
+    safe (``protected_releases``)."""
     released = frame[released_columns(snapshot, frame)]
     config = engine_config(snapshot, params, released)
+    if earlier_releases:
+        config = cross_release.with_earlier(config, earlier_releases)
     result = anonymize(released, config, progress=progress)
     order = package.shuffle(result.data, seed)
     # Taking rows permutes each column's codes (Categoricals, Arrow strings): no Python objects.
     data = result.data.iloc[order].reset_index(drop=True)
     source = np.asarray(result.source_rows)[order]
     return BuiltRelease(result, config, data, source)
+
+
+def protected_releases(
+    release_request: ReleaseRequest, params: ReleaseParameters
+) -> dict[str, np.ndarray] | None:
+    """The memberships of the earlier releases the round's model protects (None when it
+    protects none)."""
+    if not cross_release.protecting(params.model):
+        return None
+    return cross_release.earlier_for_protection(params, release_request, reapplied_inputs)
+
+
+def reapplied_inputs(release_request: ReleaseRequest) -> tuple[pd.DataFrame, AnonymizationConfig]:
+    """The released columns of a stored round and the configuration that re-applies it (its
+    levels fixed): for a round stored before runs kept their membership."""
+    frame, _ = load_released(release_request.dataset, release_request.config)
+    released = frame[released_columns(release_request.config, frame)]
+    params = cross_release.reapplying(release_request)
+    return released, engine_config(release_request.config, params, released)
 
 
 def extract_folder(release_request: ReleaseRequest) -> str:
@@ -538,6 +562,31 @@ def fail_attempt(release_request: ReleaseRequest, reason: str) -> None:
         )
 
 
+def _judged_together(
+    release_request: ReleaseRequest,
+    built: BuiltRelease,
+    frame: pd.DataFrame,
+    earlier: dict[str, np.ndarray] | None,
+) -> dict:
+    """The round's membership (stored in its folder for later runs), its joint partition with
+    each earlier released extract, and, for a protecting search, which of them constrained it."""
+    new = cross_release.membership_of_result(built.result, built.config, len(frame))
+    out: dict = {
+        cross_release.MEMBERSHIP: cross_release.store_membership(
+            extract_folder(release_request), new
+        ),
+        **cross_release.summary_part(
+            cross_release.judge(
+                release_request, built.result, built.config, frame, new, reapplied_inputs
+            )
+        ),
+    }
+    if earlier:
+        released = frame[released_columns(release_request.config, frame)]
+        out["protection"] = cross_release.constraint(released, built.config)
+    return out
+
+
 # --- The run, a job ------------------------------------------------------------------------------
 
 
@@ -661,6 +710,7 @@ class ExtractRun(RequestRun):
         timer = _StageTimer()
         params = ReleaseParameters.of(release_request)
         frame, all_columns = load_released(release_request.dataset, release_request.config)
+        earlier = protected_releases(release_request, params)
         timer.done("read")
         self.progress("Searching for the best generalization", progress=0.1)
         built = build_release(
@@ -669,6 +719,7 @@ class ExtractRun(RequestRun):
             params,
             release_request.shuffle_seed,
             progress=_ProgressReporter(self),
+            earlier_releases=earlier,
         )
         timer.done("anonymized")
         self.progress("Writing the extract", progress=0.92)
@@ -678,6 +729,10 @@ class ExtractRun(RequestRun):
         timer.done("package written")
         self.progress("Recording the result", progress=0.95)
         summary = _summary(built, release_request, frame, all_columns)
+        timer.done("measured")
+        self.progress("Judging the release with the earlier ones", progress=0.96)
+        summary.update(_judged_together(release_request, built, frame, earlier))
+        timer.done("judged with earlier releases")
         classes = _classes(
             release_request,
             built.result,
@@ -685,7 +740,6 @@ class ExtractRun(RequestRun):
             list(built.config.quasi_identifiers),
             built.config.sensitive,
         )
-        timer.done("measured")
         self.progress(f"Storing {len(classes):,} equivalence classes", progress=0.97)
         self.result = (built, files, by_format, digest, classes)
         self.finish_run(

@@ -23,7 +23,7 @@ from releases.core.errors import InvalidInput
 from releases.datasets.selectors import ensure_ready, get_dataset_for
 from releases.engine import EngineError, PrivacyModel
 from releases.engine import parse_levels as parse_engine_levels
-from releases.engine.criteria import Classes, DataContext
+from releases.engine.criteria import Classes, DataContext, EarlierReleases
 from releases.models import (
     RELEASED_ROLES,
     UNCHANGED_ROLES,
@@ -178,6 +178,11 @@ def _validate(params: ReleaseParameters, dataset: Dataset, snapshot: dict) -> No
         )
     if not model.criteria:
         raise InvalidInput("Choose at least one privacy model.")
+    if any(isinstance(c, EarlierReleases) for c in model.criteria) != bool(params.earlier_releases):
+        raise InvalidInput(
+            "Protecting earlier releases needs the earlier releases to protect, and they are "
+            "protected only by that privacy model."
+        )
     if _protects_nothing(model):
         raise InvalidInput(
             f"{model.describe_criteria()} holds even when every record is alone in its class: "
@@ -403,6 +408,8 @@ def _new_round(
     # The previous round's files can never be downloaded: their rows go now, the files
     # once committed.
     old_paths = [f.path for f in old_files] + [release_request.extract_path]
+    # The round's membership (for the releases judged with it later) goes with its files.
+    old_paths.append((release_request.summary or {}).get("membership_path") or "")
     ReleaseFile.objects.filter(pk__in=[f.pk for f in old_files]).delete()
     release_request.parameters = params.to_json()
     release_request.config = snapshot

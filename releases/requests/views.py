@@ -18,22 +18,33 @@ from releases.core.http import error_page
 from releases.core.http import is_htmx as _is_htmx
 from releases.datasets import selectors as dataset_selectors
 from releases.models import ReleaseFile
-from releases.requests import downloads, reproduction, selectors, services
+from releases.requests import downloads, history, reproduction, selectors, services
 from releases.requests.forms import ReleaseRequestForm, RevokeForm
 
 
-def dataset_context(dataset, request_form=None, page_number=None) -> dict:
-    """The dataset page with its release request form."""
-    return {
+def dataset_context(
+    dataset, request_form=None, page_number=None, user=None, history_page=None
+) -> dict:
+    """The dataset page with its release request form (and, for ``user``, its release
+    history)."""
+    context = {
         **dataset_selectors.dataset_page(dataset, page_number),
         "request_form": request_form or ReleaseRequestForm(dataset=dataset),
     }
+    if history.can_see_history(user, dataset):
+        context["history"] = history.history_page(user, dataset, history_page)
+    return context
 
 
 @require_GET
 def dataset_detail(request: HttpRequest, dataset_id: int) -> HttpResponse:
     dataset = dataset_selectors.get_dataset_for(request.user, dataset_id)
-    context = dataset_context(dataset, page_number=request.GET.get("page"))
+    context = dataset_context(
+        dataset,
+        page_number=request.GET.get("page"),
+        user=request.user,
+        history_page=request.GET.get("history"),
+    )
     context["waiting_for_queue"] = dataset_selectors.waiting_for_queue(dataset)
     return render(request, "releases/dataset_detail.html", context)
 
@@ -52,7 +63,10 @@ def request_create(request: HttpRequest, dataset_id: int) -> HttpResponse:
         else:
             return redirect(release_request)
     return render(
-        request, "releases/dataset_detail.html", dataset_context(dataset, form), status=400
+        request,
+        "releases/dataset_detail.html",
+        dataset_context(dataset, form, user=request.user),
+        status=400,
     )
 
 

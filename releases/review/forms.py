@@ -17,6 +17,14 @@ class ReviewForm(forms.Form):
     comment = forms.CharField(
         widget=forms.Textarea(attrs={"rows": 3}), required=False, max_length=5000
     )
+    # Required when approving a result whose cross-release check fails (the service says so).
+    justification = forms.CharField(
+        label="Why do you accept the failing cross-release check? (on approval; kept in the "
+        "release report and the audit log)",
+        widget=forms.Textarea(attrs={"rows": 3}),
+        required=False,
+        max_length=5000,
+    )
     # An approving officer may name more recipients and set the expiry date.
     add_recipients = forms.ModelMultipleChoiceField(
         queryset=get_user_model().objects.none(),
@@ -36,8 +44,10 @@ class ReviewForm(forms.Form):
         widget=forms.DateInput(attrs={"type": "date"}),
     )
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args, justification_needed: bool = False, **kwargs) -> None:
         super().__init__(*args, **kwargs)
+        #: The result fails a check an approval must accept in writing.
+        self.justification_needed = justification_needed
         offer(self, "add_recipients", recipient_choices())
         offer(self, "add_recipient_groups", recipient_group_choices())
 
@@ -56,4 +66,13 @@ class ReviewForm(forms.Form):
             and not (data.get("comment") or "").strip()
         ):
             self.add_error("comment", "Give a comment when you request changes or reject.")
+        if (
+            self.justification_needed
+            and data.get("decision") == Review.Decision.APPROVE
+            and not (data.get("justification") or "").strip()
+        ):
+            self.add_error(
+                "justification",
+                "The cross-release check fails: write why you accept it to approve.",
+            )
         return data

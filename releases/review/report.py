@@ -99,6 +99,11 @@ def build(release_request: ReleaseRequest, audience: str) -> dict:
                 "comment": r.comment,
                 "package_sha256": r.package_sha256,
                 "at": iso(r.created_at),
+                **(
+                    {"accepted_checks": list(r.accepted_checks), "justification": r.justification}
+                    if r.justification
+                    else {}
+                ),
             }
             for r in release_request.reviews.select_related("reviewer").order_by(
                 "round", "created_at", "id"

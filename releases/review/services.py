@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import json
 import logging
+from typing import Any
 
 from django.conf import settings
 from django.core.mail import send_mail
@@ -56,11 +57,15 @@ def review(
     decision: str,
     comment: str = "",
     additions: requests.Additions | None = None,
+    justification: str = "",
 ) -> ReleaseRequest:
     """Record one officer's decision on the current round and move the request on.
 
-    An approving officer may name more recipients and set an expiry date (``additions``)."""
+    An approving officer may name more recipients and set an expiry date (``additions``). A
+    failing check the request's kind lets an officer accept (the cross-release check) blocks
+    the approval unless ``justification`` says in writing why it is accepted."""
     comment = (comment or "").strip()
+    justification = (justification or "").strip()
     if decision not in Decision.values:
         raise InvalidInput(f"Unknown decision {decision!r}.")
     action = rules.DECISION_ACTIONS[decision]
@@ -78,7 +83,15 @@ def review(
             rules.check(action, user, release_request)
             if decision != Decision.APPROVE and not comment:
                 raise InvalidInput("Give a comment when you request changes or reject.")
+            accepted: list[Check] = []
             if decision == Decision.APPROVE:
+                accepted = rules.checks_to_accept(release_request)
+                if accepted and not justification:
+                    raise InvalidInput(
+                        "This result fails "
+                        + "; ".join(f"{c.name}: {c.detail}" for c in accepted)
+                        + ". Approve it only with a written justification of why you accept it."
+                    )
                 verify_package(release_request)
                 if additions is not None:
                     requests.add(user, release_request, additions)
@@ -90,6 +103,8 @@ def review(
                 comment=comment,
                 extract_sha256=release_request.extract_sha256,
                 package_sha256=release_request.package_sha256,
+                accepted_checks=[c.name for c in accepted],
+                justification=justification if accepted else "",
             )
             new_state = _outcome(release_request, decision, action)
             if new_state != release_request.state:
@@ -108,6 +123,7 @@ def review(
                 sha256=release_request.extract_sha256,
                 package_sha256=release_request.package_sha256,
                 outcome=new_state,
+                **_acceptance(accepted, justification),
             )
             # The e-mail goes out from the worker: a slow mail server never slows the review.
             outbox.enqueue(NOTIFY_TASK, vote.pk)
@@ -118,6 +134,16 @@ def review(
             raise InvalidInput("You have already reviewed this round.") from None
         raise
     return release_request
+
+
+def _acceptance(accepted: list[Check], justification: str) -> dict[str, Any]:
+    """What the audit row of an approval records of the failing checks it accepted."""
+    if not accepted:
+        return {}
+    return {
+        "accepted_checks": {c.name: c.detail for c in accepted},
+        "justification": justification,
+    }
 
 
 def _voted_on_current_round(user, request_id: int) -> bool:

@@ -22,7 +22,7 @@ from releases.core.http import error_page
 from releases.core.http import is_htmx as _is_htmx
 from releases.datasets.selectors import datasets_for
 from releases.models import ReleaseRequest
-from releases.requests import downloads, kinds, rules
+from releases.requests import downloads, history, kinds, rules
 from releases.requests import selectors as request_selectors
 from releases.requests import services as requests
 from releases.requests.forms import ResubmitForm, RevokeForm
@@ -53,7 +53,9 @@ def _request_context(request: HttpRequest, release_request: ReleaseRequest, **ex
     user = request.user
     context = selectors.request_page(user, release_request, request.GET.get("events"))
     context.update(request_selectors.summary_sections(release_request, request.GET))
-    context["review_form"] = ReviewForm()
+    context["review_form"] = ReviewForm(
+        justification_needed=bool(rules.checks_to_accept(release_request))
+    )
     context["revoke_form"] = RevokeForm()
     if (
         "resubmit" in context["buttons"]
@@ -61,11 +63,17 @@ def _request_context(request: HttpRequest, release_request: ReleaseRequest, **ex
         and kinds.of(release_request).resubmit_page(release_request) is None
     ):
         context["resubmit_form"] = ResubmitForm(
-            initial=ResubmitForm.initial_from(release_request), dataset=release_request.dataset
+            initial=ResubmitForm.initial_from(release_request),
+            dataset=release_request.dataset,
+            request_id=release_request.pk,
         )
     if context["summary"]:
         context.update(_classes_context(request, release_request))
     context["waiting_for_queue"] = request_selectors.waiting_for_queue(release_request)
+    if history.can_see_history(user, release_request.dataset):
+        context["history"] = history.history_page(
+            user, release_request.dataset, request.GET.get("history")
+        )
     context.update(extra)
     return context
 
@@ -182,7 +190,9 @@ def class_detail(request: HttpRequest, request_id: int, class_id: int) -> HttpRe
 @require_POST
 def request_review(request: HttpRequest, request_id: int) -> HttpResponse:
     release_request = request_selectors.get_request_for(request.user, request_id)
-    form = ReviewForm(request.POST)
+    form = ReviewForm(
+        request.POST, justification_needed=bool(rules.checks_to_accept(release_request))
+    )
     if form.is_valid():
         try:
             release_request = services.review(
@@ -191,6 +201,7 @@ def request_review(request: HttpRequest, request_id: int) -> HttpResponse:
                 form.cleaned_data["decision"],
                 form.cleaned_data["comment"],
                 form.additions(),
+                form.cleaned_data["justification"],
             )
         except InvalidInput as exc:
             form.add_error(None, str(exc))
@@ -210,7 +221,9 @@ def request_resubmit(request: HttpRequest, request_id: int) -> HttpResponse:
     elsewhere = kinds.of(release_request).resubmit_page(release_request)
     if elsewhere is not None:
         return redirect(elsewhere)
-    form = ResubmitForm(request.POST, dataset=release_request.dataset)
+    form = ResubmitForm(
+        request.POST, dataset=release_request.dataset, request_id=release_request.pk
+    )
     if form.is_valid():
         try:
             release_request = requests.resubmit(
