@@ -13,6 +13,7 @@ from releases.management.commands import seed_demo
 from releases.models import Dataset, ReleaseRequest, Reproduction, Role
 from releases.requests import rules as lifecycle
 from tests.conftest import ADULT, ADULT_QUASI_IDENTIFIERS
+from tests.test_cross_release_web import classes_at, joint_sizes
 
 
 @pytest.fixture
@@ -34,7 +35,7 @@ def test_seed_demo_with_release_makes_an_approved_release_for_the_recipient(
 ):
     settings.VAR_DIR = tmp_path
     call_command("seed_demo", "--with-release")
-    release_request = ReleaseRequest.objects.get()
+    release_request = ReleaseRequest.objects.get(state=ReleaseRequest.State.APPROVED)
     assert release_request.state == ReleaseRequest.State.APPROVED
     assert release_request.model_description == "k=5, at most 5% of rows suppressed"
     assert release_request.reviews.get().reviewer.username == "officer"
@@ -52,6 +53,18 @@ def test_seed_demo_with_release_makes_an_approved_release_for_the_recipient(
     assert sources == {q: f"adult_hierarchy_{q}.csv" for q in ADULT_QUASI_IDENTIFIERS}
     assert release_request.files.count() == 3
     assert release_request.reproductions.get().state == Reproduction.State.IDENTICAL
+    # A second extract of the same rows waits for review and fails the cross-release check:
+    # the figures are those of a plain group-by of the two extracts' classes per source row.
+    second = ReleaseRequest.objects.exclude(pk=release_request.pk).get()
+    assert second.state == ReleaseRequest.State.READY
+    first_levels, second_levels = release_request.summary["levels"], second.summary["levels"]
+    assert any(second_levels[q] < first_levels[q] for q in ADULT_QUASI_IDENTIFIERS)
+    original = pd.read_csv(small_adult / "adult.csv", sep=";", dtype=str, keep_default_na=False)
+    expected = joint_sizes(classes_at(original, second_levels), classes_at(original, first_levels))
+    [entry] = second.summary["cross_release"]
+    assert entry["request"] == release_request.pk and entry["passed"] is False
+    assert entry["smallest_joint_class"] == int(expected.min()) < 5
+    assert entry["rows_below_k"] == int(expected[expected < 5].sum())
     # A second run leaves it as it is.
     call_command("seed_demo", "--with-release")
-    assert ReleaseRequest.objects.count() == 1 and Dataset.objects.count() == 1
+    assert ReleaseRequest.objects.count() == 2 and Dataset.objects.count() == 1

@@ -6,8 +6,11 @@ repository), so running it again prints the same accounts.
 ``--with-release`` also makes an approved release to look at: the Adult dataset from
 ``tests/data/adult/`` uploaded by ``steward``, its eight quasi-identifiers tagged with ARX's
 hierarchies and ``workclass`` released as is, a k=5 / 5 % optimal release approved by
-``officer`` with ``recipient`` named on it, and one reproduction. It runs in this process
-(Celery eager), through the same services a person uses; a second run leaves it as it is.
+``officer`` with ``recipient`` named on it, and one reproduction; then a second extract of the
+same rows, waiting for review, at other generalization levels that are 5-anonymous alone but
+single people out together with the first (its cross-release check fails). It runs in this
+process (Celery eager), through the same services a person uses; a second run leaves it as it
+is.
 """
 
 import json
@@ -131,8 +134,36 @@ class Command(BaseCommand):
                 raise CommandError(f"The demo release did not run: {release_request.error}")
             review.review(officer, release_request.pk, "approve", "Demo: k=5 met, 5 % suppressed.")
             reproduction.request_reproduction(officer, release_request.pk)
+            second = self.seed_second_release(steward, dataset, release_request)
         finally:
             celery_app.conf.task_always_eager = eager
         self.stdout.write(
             f"Demo release approved by officer for recipient: /requests/{release_request.pk}/"
         )
+        if second is not None:
+            self.stdout.write(
+                f"A second extract that fails the cross-release check, for review: "
+                f"/requests/{second.pk}/"
+            )
+
+    def seed_second_release(
+        self, steward, dataset: Dataset, first: ReleaseRequest
+    ) -> ReleaseRequest | None:
+        """A second extract for another project: the first of the first search's 5-anonymous
+        candidates that generalizes some column less than the first did (so it is not coarser
+        everywhere, and together they can single people out: its cross-release check says)."""
+        first.refresh_from_db()
+        applied = first.summary.get("levels") or {}
+        for candidate in first.summary.get("candidates") or []:
+            levels = candidate["levels"]
+            if all(levels[q] >= applied.get(q, 0) for q in levels):
+                continue  # never finer anywhere: adds nothing to the first
+            second = requests.request_release(
+                steward,
+                dataset,
+                ReleaseParameters(k=5, suppression_limit=0.05, levels=levels),
+                Sharing(recipients=[]),
+            )
+            second.refresh_from_db()
+            return second
+        return None
