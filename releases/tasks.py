@@ -21,6 +21,7 @@ BY_NAME = {
         datasets.dataset_risk_task,
         review.notify_requester_task,
         requests.reproduce_release_task,
+        requests.link_attacker_file_task,
     )
 }
 

@@ -100,6 +100,12 @@ urlpatterns = [
         name="request_reproduce",
     ),
     path("requests/<int:request_id>/terms/", requests.accept_terms, name="accept_terms"),
+    path(
+        "requests/<int:request_id>/attacker/",
+        requests.attach_attacker_file,
+        name="attach_attacker_file",
+    ),
+    path("requests/<int:request_id>/linkage/", requests.linkage_status, name="linkage_status"),
     # The CSV under the plain address; every format under its own.
     path("requests/<int:request_id>/download/", requests.download_file, name="download"),
     path(

@@ -16,13 +16,14 @@ from django.utils import timezone
 
 from releases.core.errors import InvalidInput
 from releases.models import AuditEvent, ReleaseFile, ReleaseRequest, Role
-from releases.requests import downloads, reproduction, selectors
+from releases.requests import attacker, downloads, reproduction, selectors
 from releases.requests import rules as lifecycle
 from releases.requests import run as release_run
 from releases.requests import services as release
 from releases.requests import services as sharing
 from releases.requests.parameters import ReleaseParameters
 from releases.review import services as review
+from tests.support import factories
 from tests.support import world as world_support
 from tests.support.workflow import request_release, tag
 
@@ -54,6 +55,17 @@ SPECIFIED = {
     (State.APPROVED, "download"): (None, lifecycle.RECEIVER),
     (State.READY, "reproduce"): (None, lifecycle.OFFICER),
     (State.APPROVED, "reproduce"): (None, lifecycle.OFFICER),
+    # An attacker file is linked to the extract before the decision.
+    **{
+        (state, "attach_attacker_file"): (None, lifecycle.REQUESTER_OR_OFFICER)
+        for state in (
+            State.QUEUED,
+            State.RUNNING,
+            State.READY,
+            State.CHANGES_REQUESTED,
+            State.FAILED,
+        )
+    },
 }
 
 
@@ -118,6 +130,9 @@ def _service(action: str, user, request_id: int):
         "accept_terms": lambda: sharing.accept_terms(user, request_id),
         "download": lambda: downloads.open_download(user, request_id, "csv"),
         "reproduce": lambda: reproduction.request_reproduction(user, request_id),
+        "attach_attacker_file": lambda: attacker.attach_attacker_file(
+            user, request_id, factories.upload(world_support.people_csv(20), "voters.csv")
+        ),
     }[action]
 
 
@@ -283,8 +298,6 @@ def test_revocation_needs_a_reason_and_stops_downloads(lifecycle_world):
 
 
 def test_a_running_request_cancelled_stops_at_its_next_progress_report(steward, monkeypatch):
-    from tests.support import factories
-
     dataset = factories.make_dataset(steward, world_support.people_csv(), "people.csv")
     tag(steward, dataset, {"age": Role.QUASI_IDENTIFIER, "sex": Role.QUASI_IDENTIFIER})
     release_request = request_release(steward, dataset)
@@ -339,6 +352,17 @@ ALLOWED = {
     (State.APPROVED, "requester", "accept_terms"),
     (State.APPROVED, "named_recipient", "accept_terms"),
     (State.APPROVED, "accepted_recipient", "download"),
+    *(
+        (state, person, "attach_attacker_file")
+        for state in (
+            State.QUEUED,
+            State.RUNNING,
+            State.READY,
+            State.CHANGES_REQUESTED,
+            State.FAILED,
+        )
+        for person in ("requester", "officer")
+    ),
 }
 
 

@@ -2,15 +2,25 @@
 
 from __future__ import annotations
 
+import io
 import shutil
 
 import pandas as pd
 import pytest
 from django.contrib.auth.models import User
 from django.core.management import call_command
+from django.test import Client
 
+from releases.core import storage
 from releases.management.commands import seed_demo
-from releases.models import Dataset, ReleaseRequest, Reproduction, Role
+from releases.models import (
+    AttackerFile,
+    AuditEvent,
+    Dataset,
+    ReleaseRequest,
+    Reproduction,
+    Role,
+)
 from releases.requests import rules as lifecycle
 from tests.conftest import ADULT, ADULT_QUASI_IDENTIFIERS
 from tests.test_cross_release_web import classes_at, joint_sizes
@@ -68,3 +78,34 @@ def test_seed_demo_with_release_makes_an_approved_release_for_the_recipient(
     # A second run leaves it as it is.
     call_command("seed_demo", "--with-release")
     assert ReleaseRequest.objects.count() == 2 and Dataset.objects.count() == 1
+
+
+@pytest.mark.django_db(transaction=True)
+def test_seed_demo_links_a_demo_voter_list_to_the_demo_release(small_adult, settings, tmp_path):
+    settings.VAR_DIR = tmp_path
+    call_command("seed_demo", "--with-release")
+    release_request = ReleaseRequest.objects.get(state=ReleaseRequest.State.APPROVED)
+    voters = AttackerFile.objects.get(request=release_request)
+    assert voters.name == seed_demo.VOTER_LIST and voters.uploaded_by.username == "officer"
+    # The same bytes every time, derived from the demo dataset: a name and five of its columns.
+    content = seed_demo.demo_voter_list(small_adult / "adult.csv")
+    assert content == seed_demo.demo_voter_list(small_adult / "adult.csv")
+    assert storage.sha256_hex(content) == voters.sha256
+    listed = pd.read_csv(io.BytesIO(content), dtype=str, keep_default_na=False)
+    assert list(listed.columns) == ["name", "age", "sex", "race", "native-country", "workclass"]
+    assert listed["name"].is_unique and len(listed) == 3000
+    # Linked before the approval, on the columns the extract shares with it.
+    assert voters.state == AttackerFile.State.DONE and voters.linked_round == 1
+    found = voters.linkage
+    assert found["attacker_records"] == 3000
+    assert found["matched_columns"] == ["sex", "age", "race", "native-country", "workclass"]
+    assert found["matched_one"] > 0  # workclass, released unchanged, singles voters out
+    linked = AuditEvent.objects.get(action=AuditEvent.Action.LINKED)
+    approved = AuditEvent.objects.get(action=AuditEvent.Action.REVIEW)
+    assert linked.pk < approved.pk
+    # The officer's page shows it; the recipient's does not.
+    client = Client()
+    client.force_login(User.objects.get(username="officer"))
+    assert 'id="linkage-table"' in client.get(release_request.get_absolute_url()).content.decode()
+    client.force_login(User.objects.get(username="recipient"))
+    assert "demo-voter-list" not in client.get(release_request.get_absolute_url()).content.decode()

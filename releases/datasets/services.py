@@ -35,6 +35,7 @@ from releases.datasets.selectors import (
 from releases.engine import Hierarchy, HierarchyError, tabular
 from releases.engine.export import neutralise_formulas
 from releases.models import (
+    AttackerFile,
     AuditEvent,
     BudgetEntry,
     Dataset,
@@ -77,9 +78,11 @@ def refuse_oversized_upload(user, content_length: int) -> str:
     return message
 
 
-def _store_stream(uploaded: File, suffix: str) -> tuple[str, str, int, bytes]:
-    """Check and hash the upload chunk by chunk, then stream it into private storage;
-    (storage name, sha256, size, first bytes). Nothing is held in memory."""
+def store_stream(
+    uploaded: File, suffix: str, folder: str = "datasets"
+) -> tuple[str, str, int, bytes]:
+    """Check and hash the upload chunk by chunk, then stream it into private storage under
+    ``folder``; (storage name, sha256, size, first bytes). Nothing is held in memory."""
     digest = hashlib.sha256()
     size = 0
     head = b""
@@ -92,7 +95,7 @@ def _store_stream(uploaded: File, suffix: str) -> tuple[str, str, int, bytes]:
             head += chunk[: tabular.SNIFF_BYTES - len(head)]
         digest.update(chunk)
     uploaded.seek(0)
-    name = storage.private_storage().save(storage.new_name("datasets", suffix), uploaded)
+    name = storage.private_storage().save(storage.new_name(folder, suffix), uploaded)
     return name, digest.hexdigest(), size, head
 
 
@@ -111,7 +114,7 @@ def create_dataset(user, uploaded: File, name: str = "", sheet: str = "") -> Dat
         uploaded.seek(0)
         head = uploaded.read(tabular.SNIFF_BYTES)
         file_format = tabular.sniff_format(head, filename)
-        path, digest, size, _ = _store_stream(uploaded, SUFFIXES[file_format])
+        path, digest, size, _ = store_stream(uploaded, SUFFIXES[file_format])
     except (InvalidInput, tabular.TableError) as exc:
         audit.record(AuditEvent.Action.UPLOAD_REJECTED, user, filename=filename, reason=str(exc))
         raise InvalidInput(str(exc)) from None
@@ -218,6 +221,8 @@ def delete_dataset(user, dataset: Dataset) -> None:
             column_store.name_of(dataset) if dataset.file_path else "",
             *[r.extract_path for r in requests],
             *ReleaseFile.objects.filter(request__dataset=dataset).values_list("path", flat=True),
+            # Attacker files are held like originals: they go with their requests.
+            *AttackerFile.objects.filter(request__dataset=dataset).values_list("path", flat=True),
         ]
         audit.record(
             AuditEvent.Action.DELETE,
@@ -237,9 +242,10 @@ def delete_dataset(user, dataset: Dataset) -> None:
         if path:
             storage.delete_quietly(path)
     for release_request in requests:
-        # Files of unfinished attempts, which no row names.
-        for name in storage.list_files(f"extracts/{release_request.pk}"):
-            storage.delete_quietly(name)
+        # Files of unfinished attempts and uploads, which no row names.
+        for folder in (f"extracts/{release_request.pk}", f"attackers/{release_request.pk}"):
+            for name in storage.list_files(folder):
+                storage.delete_quietly(name)
 
 
 # --- Tagging ------------------------------------------------------------------------------

@@ -4,6 +4,7 @@ Models hold data and small invariants; the workflow itself lives in the feature 
 ``releases.review``, ``releases.statistics``).
 """
 
+from .attacker import AttackerFile
 from .audit import AuditEvent
 from .datasets import RELEASED_ROLES, UNCHANGED_ROLES, Dataset, DatasetColumn, Role
 from .outbox import OutboxMessage
@@ -12,6 +13,7 @@ from .privacy_budget import BudgetEntry, PrivacyBudget
 from .requests import EquivalenceClass, ReleaseRequest, ReleaseRound, Review
 
 __all__ = [
+    "AttackerFile",
     "AuditEvent",
     "BudgetEntry",
     "Dataset",

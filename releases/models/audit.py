@@ -39,6 +39,8 @@ class AuditEvent(models.Model):
         REPRODUCE = "reproduce", "Asked for a reproduction"
         REPRODUCED = "reproduced", "Reproduced"
         RECHECK = "recheck", "Found breaking the statistics rules"
+        ATTACKER_FILE = "attacker_file", "Attached an attacker file"
+        LINKED = "linked", "Linked the attacker file to the extract"
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey(

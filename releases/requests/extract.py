@@ -7,7 +7,7 @@ from __future__ import annotations
 from releases.datasets import budget
 from releases.datasets.selectors import budget_context
 from releases.models import ReleaseRequest
-from releases.requests import checks, history, kinds, report, run
+from releases.requests import attacker, checks, history, kinds, report, run
 from releases.requests.services import RUN_TASK
 
 
@@ -43,13 +43,15 @@ class ExtractKind(kinds.RequestKind):
 
     def page(self, user, release_request):
         # The dataset's ledger: its differentially private releases beside this extract; the
-        # joint classes with its earlier extracts (the page is the officers' and requester's).
+        # joint classes with its earlier extracts and the attacker file's linkage beside the
+        # risk estimates (the page is the officers' and requester's).
         summary = release_request.summary or {}
         return {
             **budget_context(user, release_request.dataset),
             "cross_release": history.cross_release_entries(summary),
             "cross_release_measured": "cross_release" in summary,
             "protection": summary.get("protection"),
+            **attacker.linkage_context(user, release_request),
         }
 
     def report_body(self, release_request, audience, files):
@@ -60,6 +62,7 @@ class ExtractKind(kinds.RequestKind):
 
     def add_reviewer_detail(self, report_content, release_request):
         report.add_reviewer_detail(report_content, release_request)
+        report_content["linkage"] = attacker.report_entry(release_request)
 
     def reviewer_tail(self, release_request):
         return {"reproduction": report.reproduction(release_request)}

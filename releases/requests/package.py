@@ -11,7 +11,6 @@ from __future__ import annotations
 import datetime
 import hashlib
 import importlib.metadata
-import secrets
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,6 +24,7 @@ from django.conf import settings
 
 from releases import engine
 from releases.engine.export import neutralise_formulas, write_csv
+from releases.engine.shuffle import new_seed, permutation
 from releases.models import ReleaseFile
 
 Format = ReleaseFile.Format
@@ -38,16 +38,13 @@ CHUNK_BYTES = 1024 * 1024
 ENGINE_DIR = Path(__file__).resolve().parent.parent / "engine"
 
 
-def new_seed() -> int:
-    """A fresh seed for a round's shuffle (fits a signed 64-bit column)."""
-    return secrets.randbits(62)
-
-
 def shuffle(data: pd.DataFrame, seed: int | None) -> np.ndarray:
-    """The permutation that puts released rows in random order, the same for the same seed.
+    """The permutation that puts released rows in random order, the same for the same seed:
+    the engine's (``engine.shuffle``), which the command line uses too.
 
-    The input's order (by date, ID or place) must not survive into the extract."""
-    return np.random.default_rng(seed).permutation(len(data))
+    The input's order (by date, ID or place) must not survive into the extract. A round
+    without a recorded seed (requests older than seeds) gets a fresh one, as it always did."""
+    return permutation(len(data), new_seed() if seed is None else seed)
 
 
 def xlsx_refusal(rows: int, columns: int = 1) -> str:

@@ -1,5 +1,6 @@
 """What the sweeper does for requests (registered from ``ReleasesConfig.ready``): a run (of any
-kind) or a reproduction whose worker died gets another attempt or ends failed with a reason;
+kind), a reproduction or a linkage whose worker died gets another attempt or ends failed with a
+reason;
 queued work whose message was lost is sent again; approved releases past their expiry date are
 marked expired."""
 
@@ -12,8 +13,15 @@ from django.utils import timezone
 
 from releases.background import leases, outbox, recovery
 from releases.core import audit
-from releases.models import AuditEvent, EquivalenceClass, ReleaseRequest, Reproduction
+from releases.models import (
+    AttackerFile,
+    AuditEvent,
+    EquivalenceClass,
+    ReleaseRequest,
+    Reproduction,
+)
 from releases.requests import kinds, rules, services
+from releases.requests.attacker import LINK_TASK
 from releases.requests.reproduction import REPRODUCE_TASK
 from releases.requests.run import discard_attempt
 
@@ -130,6 +138,46 @@ def recover_reproduction(reproduction: Reproduction) -> str:
         return "failed"
 
 
+def recover_linkage(attacker: AttackerFile) -> str:
+    lost = AttackerFile.objects.filter(
+        recovery.silent(),
+        pk=attacker.pk,
+        state=AttackerFile.State.RUNNING,
+        attempts=attacker.attempts,
+    )
+    with transaction.atomic():
+        if attacker.attempts < leases.max_attempts():
+            if not lost.update(
+                state=rules.LINKAGE.target(AttackerFile.State.RUNNING, "retry"),
+                stage=recovery.retry_stage(attacker.attempts),
+                heartbeat_at=None,
+            ):
+                return ""
+            outbox.enqueue(LINK_TASK, attacker.pk)
+            return "retried"
+        reason = (
+            f"The worker linking the attacker file stopped before it finished, "
+            f"{attacker.attempts} times ({recovery.cause(None, None)}). Attach the file again "
+            "to try again."
+        )
+        if not lost.update(
+            state=rules.LINKAGE.target(AttackerFile.State.RUNNING, "fail"),
+            stage="Failed",
+            error=reason,
+            finished_at=timezone.now(),
+        ):
+            return ""
+        audit.record(
+            AuditEvent.Action.LINKED,
+            None,
+            request=attacker.request,
+            round=attacker.request.round,
+            attacker_sha256=attacker.sha256,
+            reason=reason,
+        )
+        return "failed"
+
+
 def waiting_runs() -> list[tuple[str, int]]:
     queued = ReleaseRequest.objects.filter(state=State.QUEUED).order_by("pk")
     return [
@@ -145,6 +193,11 @@ def waiting_reproductions() -> list[tuple[str, int]]:
     ]
 
 
+def waiting_linkages() -> list[tuple[str, int]]:
+    queued = AttackerFile.objects.filter(state__in=rules.LINKAGE.sources("start"))
+    return [(LINK_TASK, pk) for pk in recovery.pks(queued)]
+
+
 recovery.register(
     recovery.Work("runs", ReleaseRequest, running={"state": State.RUNNING}, recover=recover_run),
     waiting=waiting_runs,
@@ -158,6 +211,16 @@ recovery.register(
         related=("request__dataset",),
     ),
     waiting=waiting_reproductions,
+)
+recovery.register(
+    recovery.Work(
+        "linkages",
+        AttackerFile,
+        running={"state": AttackerFile.State.RUNNING},
+        recover=recover_linkage,
+        related=("request",),
+    ),
+    waiting=waiting_linkages,
 )
 # Approved releases past their expiry date: already refused, now also marked expired.
 recovery.register_periodic(recovery.Periodic("expired_releases", services.expire_due))

@@ -1,5 +1,5 @@
-"""The release request's lifecycle: one transition table, and who may do what; and the table of
-a reproduction's states.
+"""The release request's lifecycle: one transition table, and who may do what; and the tables
+of a reproduction's states and of an attacker file's linkage.
 
 ``TRANSITIONS`` maps (state, action) to the next state and to who may act. Every action is
 asked through two functions made from the table and the action's conditions:
@@ -34,7 +34,7 @@ from django.http import Http404
 from releases.background.rules import SYSTEM, Table, Transition
 from releases.core import roles
 from releases.core.errors import InvalidInput
-from releases.models import ReleaseRequest, Reproduction, Review, TermsAcceptance
+from releases.models import AttackerFile, ReleaseRequest, Reproduction, Review, TermsAcceptance
 from releases.requests import kinds
 
 State = ReleaseRequest.State
@@ -120,6 +120,19 @@ TRANSITIONS: dict[tuple[str, str], Transition] = {
     (State.APPROVED, "download"): Transition(None, RECEIVER, "Download"),
     (State.READY, "reproduce"): Transition(None, OFFICER, "Reproduce"),
     (State.APPROVED, "reproduce"): Transition(None, OFFICER, "Reproduce"),
+    # An attacker file is linked to the extract before the decision (requests.attacker).
+    **{
+        (state, "attach_attacker_file"): Transition(
+            None, REQUESTER_OR_OFFICER, "Attach an attacker file"
+        )
+        for state in (
+            State.QUEUED,
+            State.RUNNING,
+            State.READY,
+            State.CHANGES_REQUESTED,
+            State.FAILED,
+        )
+    },
 }
 
 #: Approve needs REQUIRED_APPROVALS votes: below that, an approval leaves the request ready.
@@ -301,6 +314,18 @@ ACTIONS: dict[str, Action] = {
             kinds=frozenset({Kind.EXTRACT}),
             kind_rule="A statistics release is not re-run: its noise is drawn once, and drawing "
             "it again would spend the privacy budget again.",
+        ),
+        Action(
+            "attach_attacker_file",
+            "attach an attacker file",
+            "an attacker file is linked to the extract before the decision: attach it to a "
+            "request that is queued, running, ready for review, with changes requested or "
+            "whose run failed.",
+            frozenset(
+                {State.QUEUED, State.RUNNING, State.READY, State.CHANGES_REQUESTED, State.FAILED}
+            ),
+            kinds=frozenset({Kind.EXTRACT}),
+            kind_rule="A statistics release has no rows to link an attacker file to.",
         ),
     )
 }
@@ -509,6 +534,14 @@ def checks_to_accept(release_request: ReleaseRequest) -> list:
     return [c for c in kind.checks(release_request) if not c.passed and c.name in acceptable]
 
 
+def can_attach_attacker_file(user, release_request) -> bool:
+    return can("attach_attacker_file", user, release_request)
+
+
+def check_attach_attacker_file(user, release_request) -> Transition:
+    return check("attach_attacker_file", user, release_request)
+
+
 def can_review(user, release_request) -> bool:
     """Any of the three decisions is open to ``user`` (the review form is shown)."""
     return any(can(a, user, release_request) for a in DECISION_ACTIONS.values())
@@ -537,6 +570,7 @@ PERSON_ACTIONS = (
     "accept_terms",
     "download",
     "reproduce",
+    "attach_attacker_file",
 )
 
 
@@ -573,3 +607,25 @@ REPRODUCTION = Table(
 )
 #: A reproduction not yet final: no second one of the round is asked for meanwhile.
 REPRODUCTION_UNDER_WAY = frozenset({*REPRODUCTION.sources("start"), *REPRODUCTION.sources("fail")})
+
+
+# --- An attacker file's linkage ------------------------------------------------------------------
+
+LState = AttackerFile.State
+
+#: The linkage of an attacker file to its request's extract, by the worker. A file waits until
+#: its round has an extract; each new extract (a finished run) queues it again.
+LINKAGE = Table(
+    {
+        **{
+            (state, "queue"): Transition(LState.QUEUED, SYSTEM, "Queue the linkage")
+            for state in LState.values
+        },
+        (LState.QUEUED, "start"): Transition(LState.RUNNING, SYSTEM, "Start the linkage"),
+        (LState.RUNNING, "finish"): Transition(LState.DONE, SYSTEM, "Linked"),
+        (LState.RUNNING, "fail"): Transition(LState.FAILED, SYSTEM, "Fail the linkage"),
+        (LState.RUNNING, "retry"): Transition(LState.QUEUED, SYSTEM, "Retry the linkage"),
+    }
+)
+#: A linkage not yet final: its card polls.
+LINKAGE_UNDER_WAY = frozenset({*LINKAGE.sources("start"), *LINKAGE.sources("finish")})

@@ -46,7 +46,7 @@ from releases.models import (
     ReleaseRequest,
     Role,
 )
-from releases.requests import cross_release, package, rules
+from releases.requests import attacker, cross_release, package, rules
 from releases.requests.parameters import ReleaseParameters
 
 logger = logging.getLogger(__name__)
@@ -757,6 +757,7 @@ class ExtractRun(RequestRun):
         EquivalenceClass.objects.filter(request=release_request).delete()
         _store_classes(classes)
         ReleaseFile.objects.bulk_create(files)
+        attacker.queue_after_run(release_request)  # the new extract is linked again
         audit.record(
             AuditEvent.Action.RUN_END,
             None,

@@ -3,7 +3,7 @@
 from celery import shared_task
 
 from releases.models import ReleaseRequest
-from releases.requests import kinds, reproduction
+from releases.requests import kinds, linkage, reproduction
 
 
 @shared_task(name="releases.run_release")
@@ -17,3 +17,8 @@ def run_release_task(request_id: int) -> None:
 @shared_task(name="releases.reproduce_release")
 def reproduce_release_task(reproduction_id: int) -> None:
     reproduction.reproduce(reproduction_id)
+
+
+@shared_task(name="releases.link_attacker_file")
+def link_attacker_file_task(attacker_id: int) -> None:
+    linkage.link_attacker_file(attacker_id)

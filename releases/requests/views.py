@@ -1,9 +1,10 @@
 """Release request pages: the dataset page with its request form, a request's live state,
-the actions on a request (cancel, re-run, revoke, accept the terms, reproduce), downloads and
-the list of releases. Thin: each view parses, calls one service or selector, renders."""
+the actions on a request (cancel, re-run, revoke, accept the terms, reproduce, attach an
+attacker file), downloads and the list of releases. Thin: each view parses, calls one service or selector, renders."""
 
 from __future__ import annotations
 
+from django.conf import settings
 from django.contrib import messages
 from django.core.paginator import Paginator
 from django.http import HttpRequest, HttpResponse, StreamingHttpResponse
@@ -18,7 +19,7 @@ from releases.core.http import error_page
 from releases.core.http import is_htmx as _is_htmx
 from releases.datasets import selectors as dataset_selectors
 from releases.models import ReleaseFile
-from releases.requests import downloads, history, reproduction, selectors, services
+from releases.requests import attacker, downloads, history, reproduction, selectors, services
 from releases.requests.forms import ReleaseRequestForm, RevokeForm
 
 
@@ -209,3 +210,51 @@ def download_file(request: HttpRequest, request_id: int, fmt: str = "csv") -> Ht
 def release_list(request: HttpRequest) -> HttpResponse:
     releases = Paginator(selectors.releases_for(request.user), 25).get_page(request.GET.get("page"))
     return render(request, "releases/release_list.html", {"releases": releases})
+
+
+# Multipart framing and the other fields around an attacker file.
+UPLOAD_OVERHEAD_BYTES = 64 * 1024
+LINKAGE_PARTIAL = "releases/partials/linkage.html"
+
+
+def _linkage_card(request: HttpRequest, release_request, error: str = "") -> HttpResponse:
+    _, context = attacker.linkage_for(request.user, release_request.pk)
+    return render(
+        request, LINKAGE_PARTIAL, {**context, "req": release_request, "attach_error": error}
+    )
+
+
+@require_POST
+def attach_attacker_file(request: HttpRequest, request_id: int) -> HttpResponse:
+    """Attach an attacker file (a plain form post, or htmx: the linkage card comes back)."""
+    release_request = selectors.get_request_for(request.user, request_id)
+    error = ""
+    length = int(request.META.get("CONTENT_LENGTH") or 0)
+    if length > settings.MAX_UPLOAD_BYTES + UPLOAD_OVERHEAD_BYTES:
+        # Refused before the body is read: the file never reaches the disk.
+        error = attacker.refuse_oversized(request.user, release_request.pk)
+    elif (uploaded := request.FILES.get("attacker_file")) is None:
+        error = "Choose the attacker file to attach (CSV, Excel or Parquet)."
+    else:
+        try:
+            attached = attacker.attach_attacker_file(request.user, release_request.pk, uploaded)
+        except InvalidInput as exc:
+            error = str(exc)
+    if _is_htmx(request):  # the card says what happened
+        return _linkage_card(request, release_request, error)
+    if error:
+        messages.error(request, error)
+    else:
+        messages.success(
+            request,
+            f"Attached {attached.name} ({attached.rows:,} records); a worker links it to the "
+            "extract.",
+        )
+    return redirect(f"{release_request.get_absolute_url()}#linkage")
+
+
+@require_GET
+def linkage_status(request: HttpRequest, request_id: int) -> HttpResponse:
+    """The linkage card, polled while a worker links the attacker file (reads only)."""
+    release_request, _ = attacker.linkage_for(request.user, request_id)
+    return _linkage_card(request, release_request)

@@ -6,17 +6,20 @@ repository), so running it again prints the same accounts.
 ``--with-release`` also makes an approved release to look at: the Adult dataset from
 ``tests/data/adult/`` uploaded by ``steward``, its eight quasi-identifiers tagged with ARX's
 hierarchies and ``workclass`` released as is, a k=5 / 5 % optimal release approved by
-``officer`` with ``recipient`` named on it, and one reproduction; then a second extract of the
-same rows, waiting for review, at other generalization levels that are 5-anonymous alone but
-single people out together with the first (its cross-release check fails). It runs in this
-process (Celery eager), through the same services a person uses; a second run leaves it as it
-is.
+``officer`` with ``recipient`` named on it, and one reproduction. Before approving, ``officer``
+attaches a demo voter list (``demo_voter_list``) that a worker links to the extract. Then a
+second extract of the same rows, waiting for review, at other generalization levels that are
+5-anonymous alone but single people out together with the first (its cross-release check
+fails). It runs in this process (Celery eager), through the same services a person uses; a
+second run leaves it as it is.
 """
 
+import io
 import json
 import secrets
 from pathlib import Path
 
+import pandas as pd
 from django.conf import settings
 from django.contrib.auth import get_user_model
 from django.contrib.auth.models import Group
@@ -27,7 +30,7 @@ from anonymizer_site.celery import app as celery_app
 from releases.core import roles
 from releases.datasets import services as datasets
 from releases.models import Dataset, ReleaseRequest, Role
-from releases.requests import reproduction
+from releases.requests import attacker, reproduction
 from releases.requests import services as requests
 from releases.requests.parameters import ReleaseParameters
 from releases.requests.services import Sharing
@@ -132,6 +135,7 @@ class Command(BaseCommand):
             release_request.refresh_from_db()
             if release_request.state != ReleaseRequest.State.READY:
                 raise CommandError(f"The demo release did not run: {release_request.error}")
+            self.attach_voter_list(officer, release_request)
             review.review(officer, release_request.pk, "approve", "Demo: k=5 met, 5 % suppressed.")
             reproduction.request_reproduction(officer, release_request.pk)
             second = self.seed_second_release(steward, dataset, release_request)
@@ -167,3 +171,38 @@ class Command(BaseCommand):
             second.refresh_from_db()
             return second
         return None
+
+    def attach_voter_list(self, officer, release_request: ReleaseRequest) -> None:
+        """Attach the demo voter list to the demo request; eager Celery links it here."""
+        content = demo_voter_list(ADULT / "adult.csv")
+        attached = attacker.attach_attacker_file(
+            officer, release_request.pk, File(io.BytesIO(content), name=VOTER_LIST)
+        )
+        attached.refresh_from_db()
+        found = attached.linkage
+        if found:
+            self.stdout.write(
+                f"Demo voter list linked: {found['matched_one']} of "
+                f"{found['attacker_records']} voters matched by exactly one released record."
+            )
+
+
+#: The demo voter list's name, and how many people of the demo dataset it lists.
+VOTER_LIST = "demo-voter-list.csv"
+VOTERS = 3000
+_FIRST = ["Alex", "Maria", "John", "Aisha", "Wei", "Olga", "Carlos", "Fatima", "Tom", "Yuki"]
+_LAST = ["Smith", "Garcia", "Chen", "Okafor", "Novak", "Silva", "Kim", "Haddad", "Berg", "Ito"]
+
+
+def demo_voter_list(source: Path, voters: int = VOTERS, seed: int = 20) -> bytes:
+    """An identified file derived from the demo dataset, the same bytes every time: a name and
+    age, sex, race, native country and workclass of a sample of its rows (what a voter list
+    or a population register holds)."""
+    frame = pd.read_csv(source, sep=";", dtype=str, keep_default_na=False)
+    sample = frame.sample(min(voters, len(frame)), random_state=seed).reset_index(drop=True)
+    known = sample[["age", "sex", "race", "native-country", "workclass"]]
+    names = [
+        f"{_FIRST[i % len(_FIRST)]} {_LAST[(i // len(_FIRST)) % len(_LAST)]} {i + 1:04d}"
+        for i in range(len(known))
+    ]
+    return known.assign(name=names)[["name", *known.columns]].to_csv(index=False).encode()
