@@ -145,6 +145,11 @@ def test_history_lists_the_approved_extract_with_the_sha256_of_its_bytes(
     page = client.get(reverse("releases:request_detail", args=[second.pk]))
     assert [h["id"] for h in page.context["history"]] == [first.pk]
     assert 'id="history-table"' in page.content.decode()
+    # And on the officers' page of the dataset (its budget page), with the same bytes' hash.
+    page = client.get(reverse("releases:budget_detail", args=[adult.pk]))
+    assert page.status_code == 200
+    assert [h["id"] for h in page.context["history"]] == [first.pk]
+    assert hashlib.sha256(raw).hexdigest() in page.content.decode()
 
 
 def test_a_recipient_and_another_steward_see_neither_history_nor_joint_classes(
@@ -157,10 +162,8 @@ def test_a_recipient_and_another_steward_see_neither_history_nor_joint_classes(
     second.recipients.add(recipient)
     for user in (recipient, other_steward):
         client.force_login(user)
-        assert client.get(reverse("releases:dataset_detail", args=[adult.pk])).status_code in (
-            403,
-            404,
-        )
+        for name in ("releases:dataset_detail", "releases:budget_detail"):
+            assert client.get(reverse(name, args=[adult.pk])).status_code in (403, 404)
     client.force_login(other_steward)
     assert client.get(reverse("releases:request_detail", args=[second.pk])).status_code == 404
     client.force_login(recipient)

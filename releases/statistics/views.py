@@ -16,6 +16,7 @@ from releases.core.http import is_htmx as _is_htmx
 from releases.datasets import budget
 from releases.datasets import selectors as dataset_selectors
 from releases.models import ReleaseRequest
+from releases.requests import history
 from releases.requests import selectors as request_selectors
 from releases.requests.forms import SharingForm
 from releases.statistics import queries, selectors, services
@@ -194,6 +195,9 @@ def _budget_page(request, dataset, form=None, status=200) -> HttpResponse:
     context["statistics_requests"] = request_selectors.visible_requests(request.user).filter(
         dataset=dataset, kind=ReleaseRequest.Kind.STATISTICS
     )[:20]
+    # The officers' page of a dataset: its release history sits beside its budget.
+    if history.can_see_history(request.user, dataset):
+        context["history"] = history.history_page(request.user, dataset, request.GET.get("history"))
     return render(request, "releases/budget_detail.html", context, status=status)
 
 
