@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 # pandas and numpy than the app: they live in a venv of their own.
 PYCANON_VENV := .venv-pycanon
 
-.PHONY: run test test-fast test-parallel test-serial test-second-python install install-test pycanon-env lint format screenshots bench bench-io bench-web bench-pages bench-load clean
+.PHONY: run test test-fast test-parallel test-serial test-second-python install install-test pycanon-env lint format screenshots bench bench-io bench-web bench-pages bench-load bench-chaos clean
 
 $(VENV)/.installed-run: pyproject.toml
 	@scripts/check-python.sh "$(PYTHON)"
@@ -110,6 +110,13 @@ bench-pages: install-test
 # 50 simulated people for 60 s on gunicorn, PostgreSQL, Redis and a worker (loopback only).
 bench-load: install-test
 	$(PY) bench/load.py
+
+# Faults caused for real during every kind of job (kill -9, Redis and PostgreSQL stopped), on
+# throwaway servers on 127.0.0.1; prints a table (CHAOS_ARGS="--quick" for a short run).
+CHAOS_ARGS ?=
+bench-chaos: install-test
+	@scripts/ensure-system-packages.sh redis-server postgresql
+	$(PY) bench/chaos.py $(CHAOS_ARGS)
 
 clean:
 	rm -rf $(VENV) .venv-alt $(PYCANON_VENV) var staticfiles .pytest_cache .ruff_cache

@@ -11,7 +11,6 @@ share the database with a sweeping worker.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import shutil
 import signal
@@ -68,26 +67,7 @@ FAST = {
 RECOVERY_BOUND = LEASE_SECONDS + 1 + 12
 
 
-class Redis:
-    """A persistent redis-server (append-only file) on a fixed port that can be stopped and
-    started again with its data."""
-
-    def __init__(self, folder: Path) -> None:
-        self.folder = folder
-        self.port = processes.free_port()
-        self.url = f"redis://127.0.0.1:{self.port}/0"
-        self._running: contextlib.ExitStack | None = None
-
-    def start(self) -> None:
-        stack = contextlib.ExitStack()
-        stack.enter_context(processes.redis_server(self.folder, self.port, persistent=True))
-        self._running = stack
-
-    def stop(self) -> None:
-        if self._running is not None:
-            self._running.close()
-            self._running = None
-
+class Redis(processes.RestartableRedis):
     def queued(self) -> int:
         return redis.Redis.from_url(self.url).llen("celery")
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 from django.conf import settings
@@ -17,7 +18,7 @@ from django.db import transaction
 from django.http import Http404
 from django.utils import timezone
 
-from releases.background import jobs, outbox
+from releases.background import jobs, leases, outbox
 from releases.core import audit
 from releases.core.errors import InvalidInput
 from releases.engine import EngineError
@@ -88,14 +89,21 @@ class Reproduce(jobs.Job):
     def stopped(self) -> None:
         logger.info("Reproduction %s stopped: it is no longer this worker's", self.pk)
 
+    def pause(self, stage: str) -> None:
+        """A reproduction reports no stages: ``WORK_PAUSE_AT`` may pause it at these (tests,
+        the chaos benchmark)."""
+        leases.pause_point(stage, self.work_name())
+
     def body(self) -> None:
         reproduction, release_request = self.row, self.row.request
+        self.pause("Re-running the round")
         if release_request.round != reproduction.round:
             raise InvalidInput("The request moved on to another round.")
         expected = {
             f.format: f.sha256 for f in release_request.files.filter(round=reproduction.round)
         }
-        got = _rerun(release_request)
+        got = _rerun(release_request, self.pause)
+        self.pause("Comparing the files")
         outcome = {
             fmt: {"expected": expected.get(fmt, ""), "got": got.get(fmt, "")}
             for fmt in sorted(set(expected) | set(got))
@@ -136,7 +144,7 @@ def reproduce(reproduction_id: int) -> Reproduction | None:
     return Reproduction.objects.filter(pk=reproduction_id).first()
 
 
-def _rerun(release_request: ReleaseRequest) -> dict[str, str]:
+def _rerun(release_request: ReleaseRequest, pause: Callable[[str], None]) -> dict[str, str]:
     """The SHA-256 of each file a re-run of the round writes (in a temporary folder)."""
     frame, _ = run.load_released(release_request.dataset, release_request.config)
     params = ReleaseParameters.of(release_request)
@@ -148,6 +156,7 @@ def _rerun(release_request: ReleaseRequest) -> dict[str, str]:
         # The same earlier releases the round protected (its parameters name them).
         earlier_releases=run.protected_releases(release_request, params),
     )
+    pause("Writing the package of the re-run")
     with tempfile.TemporaryDirectory(dir=settings.FILE_UPLOAD_TEMP_DIR) as folder:
         written = package.write_package(built.data, Path(folder))
         return {fmt: file.sha256 for fmt, file in written.items()}

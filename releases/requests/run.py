@@ -626,6 +626,9 @@ class RequestRun(jobs.Job):
     def work_name(self) -> str:
         return f"request {self.pk}"
 
+    def start_stage(self) -> str:
+        return self.row.stage
+
     def soft_limit_message(self) -> str:
         return soft_limit_message()
 
@@ -678,9 +681,6 @@ class _ProgressReporter:
 class ExtractRun(RequestRun):
     """Anonymize a queued extract: write its package, summary and equivalence classes. Past
     the soft time limit or the memory ceiling it fails with a reason naming the setting."""
-
-    def start_stage(self) -> str:
-        return self.row.stage
 
     def log_failure(self) -> None:
         logger.exception("Release request %s failed", self.pk)

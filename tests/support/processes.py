@@ -115,6 +115,27 @@ def redis_server(workdir: Path, port: int | None = None, persistent: bool = Fals
         log.close()
 
 
+class RestartableRedis:
+    """A persistent redis-server (append-only file) on a fixed port that can be stopped and
+    started again with its data (the queue survives a restart)."""
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.port = free_port()
+        self.url = f"redis://127.0.0.1:{self.port}/0"
+        self._running: contextlib.ExitStack | None = None
+
+    def start(self) -> None:
+        stack = contextlib.ExitStack()
+        stack.enter_context(redis_server(self.folder, self.port, persistent=True))
+        self._running = stack
+
+    def stop(self) -> None:
+        if self._running is not None:
+            self._running.close()
+            self._running = None
+
+
 def app_environment(database_url: str, redis_url: str, media_root: Path, var_dir: Path) -> dict:
     env = dict(os.environ)
     env.update(
