@@ -13,13 +13,15 @@ services the views call, on the same database.
 For each job kind (a profiling after an upload, an extract run, a differentially private
 statistics run, a reproduction) and each fault:
 
-* ``kill``: ``kill -9`` of the pool process running the job, right after its claim, mid-work,
-  and while it stores its result (``--quick``: mid-work only);
-* ``redis-stop``: Redis stopped mid-work for ``DOWN_SECONDS``, a second job of the kind
-  submitted while it is down, then Redis started again;
+* ``kill``: ``kill -9`` of the pool process running the job;
+* ``redis-stop``: Redis stopped for ``DOWN_SECONDS``, a second job of the kind submitted
+  while it is down, then Redis started again;
 * ``redis-restart``: a second job queued behind the first, then Redis restarted at once;
-* ``postgres-stop``: PostgreSQL stopped mid-work (``pg_ctl stop -m fast``: every connection
-  ends) for ``DOWN_SECONDS``, then started again.
+* ``postgres-stop``: PostgreSQL stopped (``pg_ctl stop -m fast``: every connection ends) for
+  ``DOWN_SECONDS``, then started again;
+
+each at three points of the job (``POINTS``): right after its claim, mid-work, and while it
+stores its result (``--quick``: mid-work only).
 
 In every trial a companion job of the kind (not for a reproduction, which cannot be
 cancelled) is submitted behind the faulted one and cancelled (a dataset: deleted) before the
@@ -87,7 +89,7 @@ POINTS = {
     "statistics": ("Spending the privacy budget", "Drawing the noise", "Writing the tables"),
     "reproduction": ("Re-running the round", "package of the re-run", "Comparing the files"),
 }
-MID = 1  # the mid-work point: where Redis and PostgreSQL are stopped, and --quick kills
+MID = 1  # the mid-work point, the only one with --quick
 
 # --- The throwaway servers, and Django configured to use them (before the app is imported) ---
 
@@ -646,13 +648,15 @@ def outcome(job: Job) -> str:
 
 
 def seconds(values: list[float]) -> str:
+    """Median / max."""
     return f"{statistics.median(values):.1f} / {max(values):.1f}" if values else "-"
 
 
 def report(trials: list[Trial], started: float) -> bool:
     header = (
         f"{'fault':<14} {'kind':<13} {'points':>6} {'jobs':>4} {'final<=2min':>11} "
-        f"{'as asked':>8} {'s after fault (med/max)':>24} {'lost':>4} {'resurr.':>7} {'stray':>5}"
+        f"{'as asked':>8} {'s after fault':>13} {'s in all':>8} {'lost':>4} {'resurr.':>7} "
+        f"{'stray':>5}"
     )
     print()
     print(header)
@@ -667,13 +671,15 @@ def report(trials: list[Trial], started: float) -> bool:
             final = [j for j in jobs if j.final_at is not None]
             asked = sum(1 for t in cell for j in t.jobs if j.state in ("ready", "identical"))
             after = [j.final_at - t.fault_at for t in cell for j in t.jobs[:1] if j.final_at]
+            whole = [j.final_at - j.submitted for t in cell for j in t.jobs if j.final_at]
             lost = sum(len(t.lost) + bool(t.error) for t in cell)
             back = sum(len(t.resurrected) for t in cell)
             stray = sum(t.stray for t in cell)
             share = 100 * len(final) / len(jobs) if jobs else 0
             print(
                 f"{fault:<14} {kind:<13} {len(cell):>6} {len(jobs):>4} {share:>10.0f}% "
-                f"{asked:>8} {seconds(after):>24} {lost:>4} {back:>7} {stray:>5}"
+                f"{asked:>8} {seconds(after):>13} {max(whole, default=0):>8.1f} {lost:>4} "
+                f"{back:>7} {stray:>5}"
             )
             total_jobs += len(jobs)
             total_final += len(final)
@@ -719,7 +725,7 @@ def plan(kinds: list[str], faults: list[str], quick: bool) -> list[Trial]:
         for kind in KINDS:
             if kind not in kinds:
                 continue
-            points = POINTS[kind] if fault == "kill" and not quick else (POINTS[kind][MID],)
+            points = (POINTS[kind][MID],) if quick else POINTS[kind]
             trials.extend(Trial(fault, kind, point) for point in points)
     return trials
 
@@ -729,6 +735,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--kinds", default=",".join(KINDS), type=lambda t: chosen(t, KINDS))
     parser.add_argument("--faults", default=",".join(FAULTS), type=lambda t: chosen(t, FAULTS))
     parser.add_argument("--quick", action="store_true", help="one point per kind (mid-work)")
+    parser.add_argument("--worker-log", type=Path, help="keep the worker's log in this file")
     args = parser.parse_args(argv)
     trials = plan(args.kinds, args.faults, args.quick)
     started = time.monotonic()
@@ -768,6 +775,8 @@ def main(argv: list[str] | None = None) -> int:
         time.sleep(3)  # a few more sweeps, then everything is looked at again
         for trial in trials:
             check(trial, KIND_CLASSES[trial.kind](people))
+    if args.worker_log:
+        shutil.copyfile(worker.log, args.worker_log)
     return 0 if report(trials, started) else 1
 
 

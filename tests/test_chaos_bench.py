@@ -51,7 +51,7 @@ def test_a_quick_run_with_a_kill_prints_the_table_and_meets_its_targets():
     )
     assert done.returncode == 0, done.stdout + done.stderr
     row = re.search(
-        r"^kill +run +1 +1 +(\d+)% +1 +[\d.]+ / [\d.]+ +(\d+) +(\d+)", done.stdout, re.M
+        r"^kill +run +1 +1 +(\d+)% +1 +[\d.]+ / [\d.]+ +[\d.]+ +(\d+) +(\d+)", done.stdout, re.M
     )
     assert row and row.groups() == ("100", "0", "0"), done.stdout
     assert "Summary: 1 trials, 1 jobs, 100 % final" in done.stdout
