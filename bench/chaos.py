@@ -141,6 +141,7 @@ from releases.requests import services as release  # noqa: E402
 from releases.requests.parameters import ReleaseParameters  # noqa: E402
 from releases.statistics import services as statistics_release  # noqa: E402
 from tests.support import factories  # noqa: E402
+from tests.support.leftovers import unreferenced_files  # noqa: E402
 from tests.support.workflow import tag  # noqa: E402
 
 State = ReleaseRequest.State
@@ -528,20 +529,6 @@ class Trial:
     error: str = ""
 
 
-def stored_files() -> set[str]:
-    return {str(p.relative_to(MEDIA)) for p in MEDIA.rglob("*") if p.is_file()}
-
-
-def unreferenced_files() -> set[str]:
-    """Files in storage that no row names (a package's folder holds the round's membership,
-    which the round's files name through their folder)."""
-    named = set(ReleaseFile.objects.values_list("path", flat=True))
-    folders = {str(Path(p).parent) for p in named}
-    for dataset in Dataset.objects.exclude(file_path=""):
-        named |= {dataset.file_path, column_store.name_of(dataset)}
-    return {f for f in stored_files() if f not in named and str(Path(f).parent) not in folders}
-
-
 def wait_final(kind: Kind, jobs: list[Job]) -> None:
     """Until every job is final, or its bound passed."""
     while True:
@@ -583,7 +570,7 @@ def strike(trial: Trial, kind: Kind, worker: Worker, first: Job) -> None:
 def run_trial(trial: Trial, kind: Kind, worker: Worker) -> None:
     outbox_mark = retrying(lambda: OutboxMessage.objects.order_by("-pk").values("pk").first())
     outbox_mark = outbox_mark["pk"] if outbox_mark else 0
-    strays_before = retrying(unreferenced_files)
+    strays_before = retrying(lambda: set(unreferenced_files(MEDIA)))
     worker.pauses()  # forget earlier pauses
     first = Job(kind.name, kind.submit(), time.monotonic())
     trial.jobs.append(first)
@@ -601,7 +588,7 @@ def run_trial(trial: Trial, kind: Kind, worker: Worker) -> None:
     # The outbox sends what waited, and a sweep or two runs: what would come back, comes back.
     _settle(outbox_mark)
     check(trial, kind, outbox_mark)
-    trial.stray = len(retrying(unreferenced_files) - strays_before)
+    trial.stray = len(retrying(lambda: set(unreferenced_files(MEDIA))) - strays_before)
 
 
 def _settle(outbox_mark: int) -> None:

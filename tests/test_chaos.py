@@ -23,13 +23,11 @@ from django.conf import settings as django_settings
 from django.urls import reverse
 
 from releases.background import leases
-from releases.datasets import column_store
 from releases.datasets import services as datasets
 from releases.models import (
     AuditEvent,
     Dataset,
     OutboxMessage,
-    ReleaseFile,
     ReleaseRequest,
     Reproduction,
     Review,
@@ -40,6 +38,7 @@ from releases.requests import services as release
 from releases.requests.parameters import ReleaseParameters
 from tests.support import factories, processes
 from tests.support.factories import synthetic_csv
+from tests.support.leftovers import stored_files, unreferenced_files
 from tests.support.workflow import approve, tag
 from tests.test_io import giant_field_csv, wide_csv, zip_bomb_xlsx
 
@@ -89,18 +88,6 @@ def worker_env(
     )
     (folder / "tmp").mkdir(exist_ok=True)
     return env
-
-
-def stored_files(root: Path) -> list[str]:
-    return sorted(str(p.relative_to(root)) for p in Path(root).rglob("*") if p.is_file())
-
-
-def unreferenced_files(root: Path) -> list[str]:
-    """Files under MEDIA_ROOT that no row names: what dead or cancelled work left behind."""
-    named = set(ReleaseFile.objects.values_list("path", flat=True))
-    for dataset in Dataset.objects.exclude(file_path=""):
-        named |= {dataset.file_path, column_store.name_of(dataset)}
-    return [name for name in stored_files(root) if name not in named]
 
 
 def wait_for(check, seconds: float, what: str):
