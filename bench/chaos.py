@@ -106,7 +106,7 @@ os.environ.update(
     FILE_UPLOAD_TEMP_DIR=str(WORKDIR / "tmp"),
     EMAIL_BACKEND="django.core.mail.backends.filebased.EmailBackend",
     EMAIL_FILE_PATH=str(WORKDIR / "mail"),
-    # The web side: a failed send waits in the outbox, as in production.
+    # Only the worker pauses at the named stages (the runs made here to prepare never do).
     WORK_PAUSE_AT="",
 )
 
