@@ -239,6 +239,8 @@ class EncodedData:
     sensitive_codes: dict[str, IntArray]
     sensitive_labels: dict[str, list[str]]
     population_rows: int | None = None
+    #: The attribute weights of the Loss (:func:`.metrics.loss_weights`); None: all 1.
+    weights: FloatArray | None = None
 
     @classmethod
     def build(
@@ -417,7 +419,8 @@ class EncodedData:
             size = table.counts[index]
             loss = np.zeros(len(index))
             for i, a in enumerate(self.attributes):
-                loss += np.log1p(size * a.shares[table.levels[i]][table.codes[index, i]])
+                share = a.shares[table.levels[i]][table.codes[index, i]]
+                loss += np.log1p(size * share * self.weight(i))
             # Everything below the count-th loss goes; the tie at that loss by first row.
             cut = np.partition(loss, count - 1)[count - 1] if count else -np.inf
             below = index[loss < cut]
@@ -465,16 +468,20 @@ class EncodedData:
     def domain_sizes(self) -> FloatArray:
         return np.array([a.domain_size for a in self.attributes], dtype=np.float64)
 
+    def weight(self, i: int) -> float:
+        """Attribute i's weight in the Loss."""
+        return 1.0 if self.weights is None else float(self.weights[i])
+
     def bound_matrix(self) -> list[FloatArray]:
-        """``B[i][level]``: attribute i's Loss at ``level`` without suppression (a lower bound)."""
+        """``B[i][level]``: attribute i's weighted Loss at ``level`` without suppression (a
+        lower bound)."""
         out = []
-        for a in self.attributes:
+        for i, a in enumerate(self.attributes):
             sums = np.array([a.share_total(lv) for lv in range(a.height)], dtype=np.float64)
-            out.append(
-                metrics.loss_per_attribute(
-                    sums, np.zeros_like(sums), 0, self.n, np.full(len(sums), a.domain_size)
-                )
+            bound = metrics.loss_per_attribute(
+                sums, np.zeros_like(sums), 0, self.n, np.full(len(sums), a.domain_size)
             )
+            out.append(bound * self.weight(i))
         return out
 
 
@@ -597,7 +604,7 @@ class _Searcher:
         judged = self.judge(table, self.limit_rows)
         if not judged.valid:
             return False, judged.suppressed, np.inf
-        loss = metrics.loss(self.enc.loss_vector(table, judged.fails))
+        loss = metrics.loss(self.enc.loss_vector(table, judged.fails), self.enc.weights)
         kept = table.counts[~judged.fails]
         kept = kept[kept > 0]  # a research subset's population has classes it does not release
         highest = 1.0 / float(kept.min()) if len(kept) else 0.0
