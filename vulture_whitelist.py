@@ -45,6 +45,7 @@ _.protection  # method, releases/requests/forms.py
 _.population_fields  # method, releases/requests/forms.py
 _.model_fields  # method, releases/requests/forms.py
 _.justification_fields  # method, releases/requests/forms.py
+_.utility_given  # method, releases/requests/forms.py
 _.levels_text  # attribute, releases/requests/selectors.py
 add_recipients  # variable, releases/review/forms.py
 add_recipient_groups  # variable, releases/review/forms.py

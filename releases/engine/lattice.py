@@ -813,7 +813,8 @@ def search(
         if s.checked % 64 == 0:
             s.report(count / n_nodes, "searching the generalization lattice")
     if best is None:
-        raise EngineError(_no_solution_message(model))
+        limited = any(int(h) < a.height - 1 for h, a in zip(hi, enc.attributes, strict=True))
+        raise EngineError(_no_solution_message(model, limited))
     # A few more transformations past the optimum (next lowest bound first, known invalid ones
     # skipped) so that the candidates show what more Loss buys in risk or suppressed rows.
     # Around the optimum: its direct generalizations, then theirs (breadth first), each rolled
@@ -874,8 +875,14 @@ def _greedy(s: _Searcher, reason: str) -> SearchResult:
     return s.result(node, float(loss), suppressed, True)
 
 
-def _no_solution_message(model: PrivacyModel) -> str:
+def _no_solution_message(model: PrivacyModel, limited: bool = False) -> str:
     share = f"{model.suppression_limit * 100:g}%"
+    if limited:
+        return (
+            f"No generalization satisfies {model.describe_criteria()} with at most {share} of "
+            "rows suppressed, not even at the highest levels the level limits allow; raise the "
+            "suppression limit, widen the level limits or relax the model."
+        )
     return (
         f"No generalization satisfies {model.describe_criteria()} with at most {share} of rows "
         "suppressed, not even generalizing every quasi-identifier fully; raise the suppression "

@@ -25,6 +25,7 @@ from releases.engine.criteria import DataContext
 from releases.models import (
     UNCHANGED_ROLES,
     Dataset,
+    DatasetColumn,
     EquivalenceClass,
     ReleaseFile,
     ReleaseRequest,
@@ -284,10 +285,16 @@ def quasi_identifier_levels(release_request: ReleaseRequest, with_examples: bool
     loss = (summary.get("metrics") or {}).get("loss_per_attribute") or {}
     examples = summary.get("examples") or {} if with_examples else {}
     sources = {q["name"]: q for q in release_request.config.get("quasi_identifiers", [])}
+    # The utility controls the search ran under (none: equal weights, every level allowed).
+    utility = summary.get("utility") or {}
+    weights = utility.get("weights") or {}
+    limits = utility.get("level_limits") or {}
     return [
         {
             "name": name,
             "level": levels.get(name),
+            "weight": weights.get(name, 0.5) if weights else None,
+            "limits": limits.get(name),
             "top": heights[name] - 1,
             "height": heights[name],
             "loss": loss.get(name),
@@ -506,6 +513,11 @@ def identifiers_released_unchanged(dataset: Dataset) -> list:
         for c in dataset.columns.all()
         if c.suggested_role == Role.IDENTIFIER and c.role in UNCHANGED_ROLES
     ]
+
+
+def quasi_identifier_columns(dataset: Dataset) -> QuerySet[DatasetColumn]:
+    """The dataset's quasi-identifiers, in the file's order (the utility controls' rows)."""
+    return dataset.columns.filter(role=Role.QUASI_IDENTIFIER).order_by("position")
 
 
 def filename_stem(release_request: ReleaseRequest) -> str:

@@ -26,6 +26,7 @@ from releases.requests import downloads, history, kinds, rules
 from releases.requests import selectors as request_selectors
 from releases.requests import services as requests
 from releases.requests.forms import ResubmitForm, RevokeForm
+from releases.requests.parameters import ReleaseParameters
 from releases.review import selectors, services
 from releases.review.forms import ReviewForm
 
@@ -66,6 +67,7 @@ def _request_context(request: HttpRequest, release_request: ReleaseRequest, **ex
             initial=ResubmitForm.initial_from(release_request),
             dataset=release_request.dataset,
             request_id=release_request.pk,
+            current=ReleaseParameters.of(release_request),
         )
     if context["summary"]:
         context.update(_classes_context(request, release_request))
