@@ -23,7 +23,6 @@ from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.management import CommandError, call_command
 
-from releases.background import backup
 from releases.models import AuditEvent, ReleaseFile
 from tests.support import backup_scenario, processes
 from tests.support.postgres import create_database
@@ -313,8 +312,11 @@ def test_a_postgres_install_is_backed_up_with_pg_dump_and_restored_with_pg_resto
     with psycopg.connect(
         target["DATABASE_URL"].replace("postgres://", "postgresql://")
     ) as connection:
-        files = dict(connection.execute("SELECT request_id, sha256 FROM releases_releasefile "
-                                        "WHERE format = 'csv'").fetchall())
+        files = dict(
+            connection.execute(
+                "SELECT request_id, sha256 FROM releases_releasefile WHERE format = 'csv'"
+            ).fetchall()
+        )
     for key in ("approved", "statistics"):
         assert original["downloads"][f"{ids[key]} recipient"] == files[ids[key]]
     assert restored["audit"] == original["audit"]

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from django.core.management.base import BaseCommand, CommandError
 
-from releases.background import backup
+from releases.core import backup
 
 
 class Command(BaseCommand):

@@ -100,9 +100,7 @@ def database_kind() -> str:
     try:
         return ENGINES[engine]
     except KeyError:
-        raise BackupError(
-            f"Backups cover SQLite and PostgreSQL databases, not {engine}."
-        ) from None
+        raise BackupError(f"Backups cover SQLite and PostgreSQL databases, not {engine}.") from None
 
 
 def _pg_binary(name: str) -> str:
@@ -121,7 +119,7 @@ def _pg_binary(name: str) -> str:
 def _pg_environment() -> dict[str, str]:
     """The connection of the default database for libpq's tools (the password stays off the
     command line)."""
-    database = settings.DATABASES["default"]
+    database: dict[str, Any] = dict(settings.DATABASES["default"])
     env = dict(os.environ)
     for variable, key in (
         ("PGHOST", "HOST"),
@@ -447,7 +445,10 @@ def _entries(manifest: dict[str, Any]) -> tuple[str, Entry, list[Entry]]:
         dump = Entry(_safe_name(database["path"]), int(database["size"]), database["sha256"])
         files = [
             Entry(
-                _safe_name(item["path"]), int(item["size"]), item["sha256"], _safe_name(item["name"])
+                _safe_name(item["path"]),
+                int(item["size"]),
+                item["sha256"],
+                _safe_name(item["name"]),
             )
             for item in manifest["files"]
         ]
@@ -537,7 +538,9 @@ def restore(source: Path, progress: Callable[[str], None] = lambda line: None) -
         summary.file_bytes += entry.size
     progress(f"Copied {summary.files} files back to storage.")
     records = recorded_files()
-    wrong = _mismatches(records, lambda name: storage.sha256_of(name) if store.exists(name) else None)
+    wrong = _mismatches(
+        records, lambda name: storage.sha256_of(name) if store.exists(name) else None
+    )
     if wrong:
         raise BackupError(
             "The restored install holds files that are not what the database records; do not "
