@@ -16,7 +16,8 @@ from django.test import Client
 from django.urls import reverse
 
 from releases.models import AuditEvent, ReleaseRequest, Role
-from tests.support import factories, world as world_support
+from tests.support import factories
+from tests.support import world as world_support
 from tests.support.api import client_for, token_for
 from tests.support.workflow import request_release, run, tag
 from tests.test_access_matrix import MARKER_STEMS, _set_state, attach_city_hierarchy, marked_csv
@@ -181,9 +182,7 @@ def _write_expected(person: str, name: str, state: str) -> int:
     named = person in ("named_recipient", "accepted_recipient")
     sees = person in ("officer", "requester") or (named and state == "approved")
     if name in ("roles", "request"):
-        return {"requester": 200 if name == "roles" else 201, "other_steward": 404}.get(
-            person, 403
-        )
+        return {"requester": 200 if name == "roles" else 201, "other_steward": 404}.get(person, 403)
     if not sees:
         return 404
     if name == "cancel":
@@ -249,9 +248,7 @@ def _rows(since: int, until: int | None = None) -> list[tuple]:
         events = events.filter(pk__lte=until)
     return [
         (e.action, e.actor.get_username() if e.actor else None, sorted(e.detail))
-        for e in events
-        .exclude(action__in=["token_created", "token_refused"])
-        .order_by("pk")
+        for e in events.exclude(action__in=["token_created", "token_refused"]).order_by("pk")
     ]
 
 

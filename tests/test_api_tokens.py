@@ -28,9 +28,7 @@ ME = "/api/v1/datasets"
 
 def _database_text() -> str:
     """Every row of every table, as text."""
-    return repr(
-        [list(model.objects.values_list()) for model in apps.get_models()]
-    )
+    return repr([list(model.objects.values_list()) for model in apps.get_models()])
 
 
 def test_the_page_shows_a_new_token_once_and_stores_only_its_hash(steward):

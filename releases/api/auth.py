@@ -41,7 +41,9 @@ class BearerToken(HttpBearer):
             raise ApiError(401, str(exc)) from None
         if request.method not in READ_METHODS and not row.can_write:
             tokens.refuse_write(row, request.method or "", request.path)
-            raise ApiError(403, "This API token is read-only; a write needs a token of the write scope.")
+            raise ApiError(
+                403, "This API token is read-only; a write needs a token of the write scope."
+            )
         # Whatever the session says, the API acts as the token's owner.
         request.user = row.user
         return row

@@ -183,7 +183,11 @@ def set_roles(request: HttpRequest, dataset_id: int, body: RolesIn):
 def list_hierarchies(request: HttpRequest, dataset_id: int):
     """Each quasi-identifier's hierarchy: automatic, uploaded (its file name) or built."""
     dataset = selectors.get_dataset_for(user_of(request), dataset_id)
-    return [hierarchy_out(c) for c in dataset.columns.order_by("position") if c.role == Role.QUASI_IDENTIFIER]
+    return [
+        hierarchy_out(c)
+        for c in dataset.columns.order_by("position")
+        if c.role == Role.QUASI_IDENTIFIER
+    ]
 
 
 @router.post(

@@ -12,6 +12,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse
 from ninja import NinjaAPI, Swagger
 from ninja.errors import AuthenticationError, HttpError, Throttled, ValidationError
+from ninja.openapi.schema import OpenAPISchema
 
 from releases.api import audit, datasets, releases, requests, reviews, statistics, tokens
 from releases.api.auth import BearerToken, TokenRateThrottle
@@ -49,7 +50,7 @@ def _signed_in_or_token(view):
 
 
 class Api(NinjaAPI):
-    def get_openapi_schema(self, *args: Any, **kwargs: Any) -> dict[str, Any]:
+    def get_openapi_schema(self, *args: Any, **kwargs: Any) -> OpenAPISchema:
         """The generated schema, with refusals served as problem+json."""
         schema = super().get_openapi_schema(*args, **kwargs)
         for operations in schema.get("paths", {}).values():
@@ -58,7 +59,7 @@ class Api(NinjaAPI):
                     content = response.get("content", {})
                     if str(status).startswith(("4", "5")) and "application/json" in content:
                         content[CONTENT_TYPE] = content.pop("application/json")
-        return dict(schema)
+        return schema
 
 
 api = Api(

@@ -74,9 +74,7 @@ def _unknown_fields(body: RequestIn, form: ReleaseRequestForm) -> list[str]:
     return unknown
 
 
-@router.post(
-    "/datasets/{dataset_id}/requests", response={201: RequestOut, ERRORS: Problem}
-)
+@router.post("/datasets/{dataset_id}/requests", response={201: RequestOut, ERRORS: Problem})
 def create_request(request: HttpRequest, dataset_id: int, body: RequestIn):
     """Ask for an extract of a ready dataset; a worker runs it (poll its status)."""
     user = user_of(request)

@@ -6,7 +6,15 @@ from __future__ import annotations
 from django.http import HttpRequest, QueryDict
 from ninja import Query, Router
 
-from releases.api.common import ERRORS, group_ids, page, recipient_ids, refused_as, request_out, user_of
+from releases.api.common import (
+    ERRORS,
+    group_ids,
+    page,
+    recipient_ids,
+    refused_as,
+    request_out,
+    user_of,
+)
 from releases.api.problems import ApiError, Problem, first_error, form_errors
 from releases.api.requests import for_reviewers
 from releases.api.schemas import PageParams, RequestOut, RequestPage, ReviewIn, ReviewOut
@@ -22,7 +30,9 @@ router = Router(tags=["reviews"])
 def review_queue(request: HttpRequest, params: Query[PageParams], state: str = "ready"):
     """The officers' queue, oldest first; ``state`` is one of the queue's tabs."""
     if state not in selectors.QUEUE_FILTERS:
-        raise ApiError(400, f"Unknown queue {state!r}: one of {', '.join(selectors.QUEUE_FILTERS)}.")
+        raise ApiError(
+            400, f"Unknown queue {state!r}: one of {', '.join(selectors.QUEUE_FILTERS)}."
+        )
     return page(selectors.review_queue(user_of(request), state), params, request_out)
 
 

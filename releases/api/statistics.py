@@ -51,9 +51,7 @@ def statistics_out(user, release_request) -> dict[str, Any]:
     }
 
 
-@router.post(
-    "/datasets/{dataset_id}/statistics", response={201: StatisticsOut, ERRORS: Problem}
-)
+@router.post("/datasets/{dataset_id}/statistics", response={201: StatisticsOut, ERRORS: Problem})
 def create_statistics(request: HttpRequest, dataset_id: int, body: StatisticsIn):
     """Ask for a statistics release; its ε must fit what remains of the dataset's budget."""
     user = user_of(request)

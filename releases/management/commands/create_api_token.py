@@ -18,9 +18,7 @@ class Command(BaseCommand):
         parser.add_argument(
             "--expires-days", type=int, default=None, help="days until it expires (API_TOKEN_DAYS)"
         )
-        parser.add_argument(
-            "--scope", choices=ApiToken.Scope.values, default=ApiToken.Scope.READ
-        )
+        parser.add_argument("--scope", choices=ApiToken.Scope.values, default=ApiToken.Scope.READ)
         parser.add_argument("--name", default="command line")
 
     def handle(self, *args, **options) -> None:
