@@ -10,6 +10,7 @@ import io
 
 import pandas as pd
 import pytest
+from django.core.cache import cache
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from releases.models import AuditEvent, Dataset, ReleaseRequest
@@ -17,6 +18,12 @@ from tests.conftest import ADULT
 from tests.support.api import client_for, eager_celery, token_for
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _fresh_rate_counts():
+    cache.clear()  # the rate limit's counts (per token, per address): each test starts with none
+
 
 QUASI = ["age", "education", "marital-status", "race", "sex"]
 

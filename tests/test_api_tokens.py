@@ -10,6 +10,7 @@ from datetime import timedelta
 
 import pytest
 from django.apps import apps
+from django.core.cache import cache
 from django.core.management import call_command
 from django.core.management.base import CommandError
 from django.test import Client
@@ -22,6 +23,12 @@ from tests.support import factories
 from tests.support.api import client_for, token_for
 
 pytestmark = pytest.mark.django_db
+
+
+@pytest.fixture(autouse=True)
+def _fresh_rate_counts():
+    cache.clear()  # the rate limit's counts (per token, per address): each test starts with none
+
 
 ME = "/api/v1/datasets"
 
