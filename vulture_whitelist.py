@@ -79,3 +79,16 @@ check_download  # function, releases/requests/rules.py
 can_reproduce  # function, releases/requests/rules.py
 # Named in settings.MIDDLEWARE.
 SessionLimitsMiddleware  # class, releases/core/sessions.py
+# Read by django-ninja: the API's schemas' fields, its throttle's hooks; by Django: the
+# flag that exempts the API from the login redirect, a form field's help.
+id  # variable, releases/api/schemas.py
+hierarchy_levels  # variable, releases/api/schemas.py
+columns_without_role  # variable, releases/api/schemas.py
+state_label  # variable, releases/api/schemas.py
+terms_accepted  # variable, releases/api/schemas.py
+action_label  # variable, releases/api/schemas.py
+_.duration  # attribute, releases/api/auth.py
+_.num_requests  # attribute, releases/api/auth.py
+_.get_cache_key  # method, releases/api/auth.py
+_.login_required  # attribute, releases/api/urls.py
+_.help_text  # attribute, releases/api/forms.py

@@ -71,6 +71,9 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "axes",
+    # The HTTP API (releases/api/); listed so its docs page uses ninja's bundled Swagger UI
+    # files (served from STATIC_URL), never a CDN.
+    "ninja",
     "releases",
 ]
 
@@ -330,6 +333,16 @@ DEFAULT_DATA_SHARING_TERMS = os.environ.get("DEFAULT_DATA_SHARING_TERMS", "").st
     "when the purpose is served, when the release expires or when the data owner revokes it, "
     "and tells the data owner at once of any breach of these terms."
 )
+
+# Personal access tokens of the HTTP API (docs/api.md): a new token lasts API_TOKEN_DAYS
+# unless its creator says otherwise, and never more than API_TOKEN_MAX_DAYS.
+API_TOKEN_DAYS = int(os.environ.get("API_TOKEN_DAYS", "90"))
+API_TOKEN_MAX_DAYS = int(os.environ.get("API_TOKEN_MAX_DAYS", "365"))
+# Requests one token (or, without a valid token, one address) may make: "N/s", "N/min",
+# "N/hour" or "N/day". Counted in Django's cache (per process unless CACHES is shared).
+API_RATE_LIMIT = os.environ.get("API_RATE_LIMIT", "120/min")
+# At most this many items in one page of an API list (``limit``).
+API_MAX_PAGE_SIZE = int(os.environ.get("API_MAX_PAGE_SIZE", "100"))
 
 # Decisions are e-mailed to the requester; development prints them on the console.
 EMAIL_BACKEND = os.environ.get(

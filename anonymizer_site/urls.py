@@ -5,6 +5,8 @@ from django.http import HttpRequest, HttpResponsePermanentRedirect
 from django.templatetags.static import static
 from django.urls import include, path
 
+from releases.api.urls import account_patterns, api_patterns
+
 
 @login_not_required
 def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
@@ -17,5 +19,8 @@ urlpatterns = [
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
     path("favicon.ico", favicon),
     path("admin/", admin.site.urls),
+    # The HTTP API (docs/api.md) and the account's API tokens.
+    path("api/v1/", api_patterns),
+    path("account/", include((account_patterns, "account"))),
     path("", include("releases.urls")),
 ]

@@ -11,8 +11,10 @@ from .outbox import OutboxMessage
 from .package import ReleaseFile, Reproduction, TermsAcceptance
 from .privacy_budget import BudgetEntry, PrivacyBudget
 from .requests import EquivalenceClass, ReleaseRequest, ReleaseRound, Review
+from .tokens import ApiToken
 
 __all__ = [
+    "ApiToken",
     "AttackerFile",
     "AuditEvent",
     "BudgetEntry",

@@ -41,6 +41,9 @@ class AuditEvent(models.Model):
         RECHECK = "recheck", "Found breaking the statistics rules"
         ATTACKER_FILE = "attacker_file", "Attached an attacker file"
         LINKED = "linked", "Linked the attacker file to the extract"
+        TOKEN_CREATED = "token_created", "Created an API token"
+        TOKEN_REVOKED = "token_revoked", "Revoked an API token"
+        TOKEN_REFUSED = "token_refused", "Refused an API token"
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey(
