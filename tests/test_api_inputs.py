@@ -99,6 +99,28 @@ def test_an_unknown_model_parameter_or_recipient_is_named(steward, tagged):
     assert not ReleaseRequest.objects.exists()
 
 
+def test_weights_and_level_limits_go_with_the_request_as_from_the_form(steward, tagged):
+    api = client_for(token_for(steward))
+    base = {"models": {"k-anonymity": {"k": 3}}, "suppression_percent": 10}
+    for extra, named in (
+        ({"weights": {"diagnosis": 1}}, "weights.diagnosis (not a quasi-identifier)"),
+        ({"level_limits": {"name": [0, 1]}}, "level_limits.name (not a quasi-identifier)"),
+    ):
+        response = _ask(api, tagged, {**base, **extra})
+        assert response.status_code == 400 and named in response.json()["detail"], extra
+    response = _ask(api, tagged, {**base, "level_limits": {"age": [2, 1]}})
+    assert response.status_code == 400
+    assert "below its lowest" in response.json()["detail"]
+    assert not ReleaseRequest.objects.exists()
+
+    body = {**base, "weights": {"age": 0.2, "sex": 1}, "level_limits": {"sex": [None, 0]}}
+    response = _ask(api, tagged, body)
+    assert response.status_code == 201, response.content
+    stored = ReleaseRequest.objects.get(pk=response.json()["id"]).parameters
+    assert stored["weights"] == {"age": 0.2, "sex": 1.0}
+    assert stored["level_limits"] == {"sex": [None, 0]}
+
+
 def test_columns_without_a_role_block_a_request_as_on_the_page(steward):
     dataset = factories.make_dataset(steward, factories.synthetic_csv(), "people.csv")
     tag(steward, dataset, {"age": Role.QUASI_IDENTIFIER}, rest=None)

@@ -56,6 +56,13 @@ def _form_data(body: RequestIn, dataset) -> QueryDict:
             data[f"justify-{columns[name]}"] = text
     if body.protect_earlier is not False:
         data["protect_earlier"] = "on"
+    for name, weight in body.weights.items():
+        if name in columns:
+            data[f"weight-{columns[name]}"] = str(weight)
+    for name, (low, high) in body.level_limits.items():
+        if name in columns:
+            data[f"min-level-{columns[name]}"] = "" if low is None else str(low)
+            data[f"max-level-{columns[name]}"] = "" if high is None else str(high)
     return data
 
 
@@ -71,6 +78,13 @@ def _unknown_fields(body: RequestIn, form: ReleaseRequestForm) -> list[str]:
     ]
     population = {field.name for field in form.population_fields()}
     unknown += [name for name in body.population if name not in population]
+    quasi = {c.name for c in form.utility_columns}
+    unknown += [
+        f"{what}.{name} (not a quasi-identifier)"
+        for what, given in (("weights", body.weights), ("level_limits", body.level_limits))
+        for name in given
+        if name not in quasi
+    ]
     return unknown
 
 

@@ -98,6 +98,10 @@ class RequestIn(Schema):
     expires_at: date | None = None
     justifications: dict[str, str] = {}
     protect_earlier: bool | None = None
+    #: Per quasi-identifier, its weight in the Loss (0 to 1; one not given weighs 0.5).
+    weights: dict[str, float] = {}
+    #: Per quasi-identifier, ``[lowest, highest]`` level the search may choose (null: no bound).
+    level_limits: dict[str, tuple[int | None, int | None]] = {}
 
 
 class RequestOut(Schema):
