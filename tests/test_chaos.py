@@ -118,6 +118,10 @@ def stored_files(root: Path) -> list[str]:
 def unreferenced_files(root: Path) -> list[str]:
     """Files under MEDIA_ROOT that no row names: what dead or cancelled work left behind."""
     named = set(ReleaseFile.objects.values_list("path", flat=True))
+    # A finished round's membership (its classes per dataset row, for the cross-release
+    # check of later runs) is named by its summary.
+    for summary in ReleaseRequest.objects.values_list("summary", flat=True):
+        named.add((summary or {}).get("membership_path"))
     for dataset in Dataset.objects.exclude(file_path=""):
         named |= {dataset.file_path, column_store.name_of(dataset)}
     return [name for name in stored_files(root) if name not in named]
