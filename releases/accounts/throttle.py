@@ -2,7 +2,7 @@
 user name, address and browser, with its failures and the time of the last one).
 
 * An **address** that failed ``LOGIN_FAILURE_LIMIT`` times within ``LOGIN_FAILURE_MEMORY_HOURS``
-  waits :func:`delay` after its last failure: ``LOGIN_DELAY_MINUTES``, doubled for each further
+  waits :func:`wait_after` after its last failure: ``LOGIN_DELAY_MINUTES``, doubled for each further
   failure, at most ``LOGIN_MAX_DELAY_MINUTES``. Only that address waits: the right password
   from another one is unaffected.
 * A **user name** whose failures came from ``LOGIN_USERNAME_LOCK_IPS`` distinct addresses
@@ -51,7 +51,7 @@ def remembered(now: datetime | None = None):
     return AccessAttempt.objects.filter(attempt_time__gt=(now or timezone.now()) - memory())
 
 
-def delay(failures: int) -> timedelta:
+def wait_after(failures: int) -> timedelta:
     """How long an address waits after its last failure, having failed ``failures`` times."""
     limit = settings.AXES_FAILURE_LIMIT
     if failures < limit:
@@ -79,7 +79,7 @@ def address_failures(ip_address: str | None) -> tuple[int, datetime | None]:
 def address_waits_until(ip_address: str | None) -> datetime | None:
     """When ``ip_address`` may try again, while it must wait; None when it need not."""
     failures, last = address_failures(ip_address)
-    wait = delay(failures)
+    wait = wait_after(failures)
     if last is None or not wait:
         return None
     until = last + wait
@@ -90,7 +90,7 @@ def cool_off(request: HttpRequest | None) -> timedelta:
     """``AXES_COOLOFF_TIME``: the delay the request's address has earned by its failures
     (zero while it has fewer than ``LOGIN_FAILURE_LIMIT``)."""
     failures, _ = address_failures(getattr(request, "axes_ip_address", None))
-    return delay(failures)
+    return wait_after(failures)
 
 
 def failing_addresses(username: str) -> int:

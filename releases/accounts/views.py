@@ -32,7 +32,7 @@ def locked_out(
             if shown < until:
                 shown += timedelta(minutes=1)
             context["until"] = shown
-            context["wait"] = throttle.delay(throttle.address_failures(ip_address)[0])
+            context["wait"] = throttle.wait_after(throttle.address_failures(ip_address)[0])
     context["failure_limit"] = settings.AXES_FAILURE_LIMIT
     return render(request, "registration/locked_out.html", context, status=429)
 
