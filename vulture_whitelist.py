@@ -92,3 +92,18 @@ _.num_requests  # attribute, releases/api/auth.py
 _.get_cache_key  # method, releases/api/auth.py
 _.login_required  # attribute, releases/api/urls.py
 _.help_text  # attribute, releases/api/forms.py
+# Named in settings (AXES_HANDLER, AXES_CLIENT_IP_CALLABLE, AXES_COOLOFF_TIME,
+# AXES_LOCKOUT_CALLABLE) and called by django-axes; the admin's hooks.
+ThrottleHandler  # class, releases/accounts/handler.py
+_.get_failures  # method, releases/accounts/handler.py
+_.is_locked  # method, releases/accounts/handler.py
+_.axes_credentials  # attribute, releases/accounts/handler.py
+_.reset_user_attempts  # method, releases/accounts/handler.py
+_.clean_expired_user_attempts  # method, releases/accounts/handler.py
+client_address  # function, releases/accounts/throttle.py
+cool_off  # function, releases/accounts/throttle.py
+locked_out  # function, releases/accounts/views.py
+original_response  # variable, releases/accounts/views.py
+search_fields  # variable, releases/admin.py
+_.get_readonly_fields  # method, releases/admin.py
+locked_at  # variable, releases/models/logins.py

@@ -197,6 +197,17 @@ def test_guessing_tokens_is_throttled_by_address(settings, db):
     assert [guesser.get(ME).status_code for _ in range(5)] == [401, 401, 401, 429, 429]
 
 
+def test_a_forged_forwarded_for_does_not_escape_the_throttle(settings, db):
+    settings.API_RATE_LIMIT = "3/min"
+    guesser = Client(HTTP_AUTHORIZATION="Bearer anon_0000_guess", REMOTE_ADDR="127.0.0.8")
+    answers = [guesser.get(ME, HTTP_X_FORWARDED_FOR=f"10.1.1.{i}").status_code for i in range(5)]
+    assert answers == [401, 401, 401, 429, 429]
+    # Behind the TLS proxy, the address it appended counts: another client is not refused.
+    settings.BEHIND_TLS_PROXY = True
+    other = Client(HTTP_AUTHORIZATION="Bearer anon_0000_guess", REMOTE_ADDR="127.0.0.8")
+    assert other.get(ME, HTTP_X_FORWARDED_FOR="203.0.113.50").status_code == 401
+
+
 def test_last_used_is_recorded(steward):
     token = token_for(steward)
     assert ApiToken.objects.get().last_used_at is None

@@ -9,6 +9,7 @@ from django.http import HttpRequest
 from ninja.security import HttpBearer
 from ninja.throttling import AnonRateThrottle, AuthRateThrottle
 
+from releases.accounts.throttle import client_address
 from releases.api import tokens
 from releases.api.problems import ApiError
 from releases.models import ApiToken
@@ -54,7 +55,16 @@ def _refused_call(request: HttpRequest) -> None:
         raise ApiError(429, "Too many requests without a valid API token; try again later.")
 
 
-class TokenRateThrottle(AuthRateThrottle):
+class ByClientAddress:
+    """The caller's address as the sign-in throttle takes it (``accounts.throttle``): the
+    socket's, or behind ``BEHIND_TLS_PROXY`` the one the proxy appended; never a client's own
+    X-Forwarded-For, which would let it pick a fresh address for each call."""
+
+    def get_ident(self, request: HttpRequest) -> str | None:
+        return client_address(request)
+
+
+class TokenRateThrottle(ByClientAddress, AuthRateThrottle):
     """At most ``API_RATE_LIMIT`` requests per token (per address without a valid token),
     the rate read from the settings at each request."""
 
@@ -67,7 +77,7 @@ class TokenRateThrottle(AuthRateThrottle):
         return super().allow_request(request)
 
 
-class RefusedCallThrottle(AnonRateThrottle):
+class RefusedCallThrottle(ByClientAddress, AnonRateThrottle):
     """Calls refused for want of a valid token, per address."""
 
     scope = "api_refused"

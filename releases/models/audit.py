@@ -44,6 +44,8 @@ class AuditEvent(models.Model):
         TOKEN_CREATED = "token_created", "Created an API token"
         TOKEN_REVOKED = "token_revoked", "Revoked an API token"
         TOKEN_REFUSED = "token_refused", "Refused an API token"
+        LOGIN_LOCKED = "login_locked", "Locked a user name after failed sign-ins"
+        LOGIN_RELEASED = "login_released", "Released a locked user name"
 
     created_at = models.DateTimeField(auto_now_add=True, db_index=True)
     actor = models.ForeignKey(

@@ -18,12 +18,13 @@ from django.db.models.functions import StrIndex
 from django.http import Http404
 from django.utils.http import urlencode
 
-from releases.background import outbox
+from releases.background import leases, outbox
 from releases.core import figures, roles
 from releases.engine import EngineError, PrivacyModel
 from releases.engine.criteria import DataContext
 from releases.models import (
     UNCHANGED_ROLES,
+    AttackerFile,
     Dataset,
     DatasetColumn,
     EquivalenceClass,
@@ -98,13 +99,21 @@ def current_approvals(release_request: ReleaseRequest) -> QuerySet[Review]:
     ).select_related("reviewer")
 
 
-def status_flags(release_request: ReleaseRequest) -> dict[str, bool]:
+def status_flags(release_request: ReleaseRequest) -> dict[str, Any]:
     """What the pages show of a request's state, from the lifecycle table (templates do not
-    re-derive it): its run is under way (the page polls it), or it ended without a release."""
+    re-derive it): its run is under way (the page polls it), or it ended without a release; and
+    when its worker stopped, when the sweeper will have retried it (``stalled``)."""
     return {
         "run_under_way": rules.run_under_way(release_request),
         "ended_unreleased": rules.ended_unreleased(release_request),
+        "stalled": stalled(release_request),
     }
+
+
+def stalled(work: ReleaseRequest | Reproduction | AttackerFile) -> leases.Stall | None:
+    """A run, reproduction or linkage whose worker stopped (its lease lapsed) and that the
+    sweeper has yet to retry: when it will have, instead of the dead worker's last progress."""
+    return leases.stall(work) if work.state == work.State.RUNNING else None
 
 
 def waiting_for_queue(release_request: ReleaseRequest) -> bool:
