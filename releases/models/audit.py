@@ -54,6 +54,7 @@ class AuditEvent(models.Model):
         TOKEN_REFUSED = "token_refused", "Refused an API token"
         LOGIN_LOCKED = "login_locked", "Locked a user name after failed sign-ins"
         LOGIN_RELEASED = "login_released", "Released a locked user name"
+        AUDIT_EXPORT = "audit_export", "Exported the audit trail"
 
     # Set before the event is written, so that its hash covers it.
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
