@@ -45,6 +45,7 @@ _.protection  # method, releases/requests/forms.py
 _.population_fields  # method, releases/requests/forms.py
 _.model_fields  # method, releases/requests/forms.py
 _.justification_fields  # method, releases/requests/forms.py
+_.utility_given  # method, releases/requests/forms.py
 _.levels_text  # attribute, releases/requests/selectors.py
 add_recipients  # variable, releases/review/forms.py
 add_recipient_groups  # variable, releases/review/forms.py
@@ -78,3 +79,31 @@ check_download  # function, releases/requests/rules.py
 can_reproduce  # function, releases/requests/rules.py
 # Named in settings.MIDDLEWARE.
 SessionLimitsMiddleware  # class, releases/core/sessions.py
+# Read by django-ninja: the API's schemas' fields, its throttle's hooks; by Django: the
+# flag that exempts the API from the login redirect, a form field's help.
+id  # variable, releases/api/schemas.py
+hierarchy_levels  # variable, releases/api/schemas.py
+columns_without_role  # variable, releases/api/schemas.py
+state_label  # variable, releases/api/schemas.py
+terms_accepted  # variable, releases/api/schemas.py
+action_label  # variable, releases/api/schemas.py
+_.duration  # attribute, releases/api/auth.py
+_.num_requests  # attribute, releases/api/auth.py
+_.get_cache_key  # method, releases/api/auth.py
+_.login_required  # attribute, releases/api/urls.py
+_.help_text  # attribute, releases/api/forms.py
+# Named in settings (AXES_HANDLER, AXES_CLIENT_IP_CALLABLE, AXES_COOLOFF_TIME,
+# AXES_LOCKOUT_CALLABLE) and called by django-axes; the admin's hooks.
+ThrottleHandler  # class, releases/accounts/handler.py
+_.get_failures  # method, releases/accounts/handler.py
+_.is_locked  # method, releases/accounts/handler.py
+_.axes_credentials  # attribute, releases/accounts/handler.py
+_.reset_user_attempts  # method, releases/accounts/handler.py
+_.clean_expired_user_attempts  # method, releases/accounts/handler.py
+client_address  # function, releases/accounts/throttle.py
+cool_off  # function, releases/accounts/throttle.py
+locked_out  # function, releases/accounts/views.py
+original_response  # variable, releases/accounts/views.py
+search_fields  # variable, releases/admin.py
+_.get_readonly_fields  # method, releases/admin.py
+locked_at  # variable, releases/models/logins.py

@@ -8,7 +8,6 @@ generated once under ``var/``, an SQLite file under ``var/`` and a Redis on loca
 
 import os
 import secrets
-from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -71,6 +70,9 @@ INSTALLED_APPS = [
     "django_htmx",
     "template_partials",
     "axes",
+    # The HTTP API (releases/api/); listed so its docs page uses ninja's bundled Swagger UI
+    # files (served from STATIC_URL), never a CDN.
+    "ninja",
     "releases",
 ]
 
@@ -135,27 +137,39 @@ if DATABASES["default"]["ENGINE"] == "django.db.backends.sqlite3":
         "NAME": os.environ.get("TEST_DATABASE_NAME", str(VAR_DIR / "test-db.sqlite3"))
     }
 
-# Failed logins are throttled per user name and address (django-axes): after
-# LOGIN_FAILURE_LIMIT failures the pair is locked out for LOGIN_COOLOFF_MINUTES (0: until an
-# administrator lifts it in /admin/ or with `manage.py axes_reset_username`).
+# Behind a TLS-terminating proxy (docker-compose.yml): the proxy's X-Forwarded-Proto and
+# X-Forwarded-For are trusted, plain HTTP is redirected and HSTS sent (see below).
+BEHIND_TLS_PROXY = env_bool("BEHIND_TLS_PROXY", False)
+
+# Failed sign-ins (django-axes records each; releases/accounts/ decides, see
+# docs/guide-administrator.md). An address is throttled, not a person: after
+# LOGIN_FAILURE_LIMIT failures from one address within LOGIN_FAILURE_MEMORY_HOURS, that address
+# waits LOGIN_DELAY_MINUTES before its next try, twice as long after each further failure, at most
+# LOGIN_MAX_DELAY_MINUTES; the right password from another address still works. A user name is
+# locked only when failures for it come from LOGIN_USERNAME_LOCK_IPS distinct addresses; an
+# administrator releases it (admin -> Locked user names) or its owner does, by resetting the
+# password through the e-mailed link.
 AUTHENTICATION_BACKENDS = [
     "axes.backends.AxesStandaloneBackend",
     "django.contrib.auth.backends.ModelBackend",
 ]
+AXES_HANDLER = "releases.accounts.handler.ThrottleHandler"
 AXES_FAILURE_LIMIT = int(os.environ.get("LOGIN_FAILURE_LIMIT", "5"))
-_cooloff = float(os.environ.get("LOGIN_COOLOFF_MINUTES", "15"))
-AXES_COOLOFF_TIME = timedelta(minutes=_cooloff) if _cooloff > 0 else None
-AXES_LOCKOUT_PARAMETERS = [["username", "ip_address"]]
+LOGIN_DELAY_MINUTES = float(os.environ.get("LOGIN_DELAY_MINUTES", "1"))
+LOGIN_MAX_DELAY_MINUTES = float(os.environ.get("LOGIN_MAX_DELAY_MINUTES", "60"))
+LOGIN_FAILURE_MEMORY_HOURS = float(os.environ.get("LOGIN_FAILURE_MEMORY_HOURS", "24"))
+LOGIN_USERNAME_LOCK_IPS = int(os.environ.get("LOGIN_USERNAME_LOCK_IPS", "10"))
+# The progressive delay of the request's address (axes calls it with the request).
+AXES_COOLOFF_TIME = "releases.accounts.throttle.cool_off"
+AXES_LOCKOUT_PARAMETERS = ["ip_address"]
+# A sign-in refused during a delay or a lock is not one more failure (it would lengthen the wait).
+AXES_RESET_COOL_OFF_ON_FAILURE_DURING_LOCKOUT = False
 AXES_RESET_ON_SUCCESS = True
-AXES_LOCKOUT_TEMPLATE = "registration/locked_out.html"
-# The client's address is the socket's unless a trusted proxy sets X-Forwarded-For: a header
-# a client can write must never decide whose failures count.
-AXES_IPWARE_META_PRECEDENCE_ORDER = (
-    ("HTTP_X_FORWARDED_FOR", "REMOTE_ADDR")
-    if env_bool("BEHIND_TLS_PROXY", False)
-    else ("REMOTE_ADDR",)
-)
-AXES_IPWARE_PROXY_COUNT = 1 if env_bool("BEHIND_TLS_PROXY", False) else None
+AXES_LOCKOUT_CALLABLE = "releases.accounts.views.locked_out"
+# The client's address (request.axes_ip_address, the one place it is taken from): the socket's,
+# or behind the TLS proxy the address that proxy appended to X-Forwarded-For. A header a client
+# can write must never decide whose failures count.
+AXES_CLIENT_IP_CALLABLE = "releases.accounts.throttle.client_address"
 
 # Content-Security-Policy (django-csp): the pages load scripts and styles from the app only;
 # no inline script or style is allowed (the templates have none).
@@ -331,6 +345,16 @@ DEFAULT_DATA_SHARING_TERMS = os.environ.get("DEFAULT_DATA_SHARING_TERMS", "").st
     "and tells the data owner at once of any breach of these terms."
 )
 
+# Personal access tokens of the HTTP API (docs/api.md): a new token lasts API_TOKEN_DAYS
+# unless its creator says otherwise, and never more than API_TOKEN_MAX_DAYS.
+API_TOKEN_DAYS = int(os.environ.get("API_TOKEN_DAYS", "90"))
+API_TOKEN_MAX_DAYS = int(os.environ.get("API_TOKEN_MAX_DAYS", "365"))
+# Requests one token (or, without a valid token, one address) may make: "N/s", "N/min",
+# "N/hour" or "N/day". Counted in Django's cache (per process unless CACHES is shared).
+API_RATE_LIMIT = os.environ.get("API_RATE_LIMIT", "120/min")
+# At most this many items in one page of an API list (``limit``).
+API_MAX_PAGE_SIZE = int(os.environ.get("API_MAX_PAGE_SIZE", "100"))
+
 # Decisions are e-mailed to the requester; development prints them on the console.
 EMAIL_BACKEND = os.environ.get(
     "EMAIL_BACKEND",
@@ -361,12 +385,11 @@ if not DEBUG:
     CSRF_COOKIE_SECURE = env_bool("SECURE_COOKIES", True)
     # Behind a TLS-terminating proxy: trust its X-Forwarded-Proto, and by default redirect plain
     # HTTP and send HSTS for a year (each can still be set on its own).
-    _behind_proxy = env_bool("BEHIND_TLS_PROXY", False)
-    if _behind_proxy:
+    if BEHIND_TLS_PROXY:
         SECURE_PROXY_SSL_HEADER = ("HTTP_X_FORWARDED_PROTO", "https")
-    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", _behind_proxy)
+    SECURE_SSL_REDIRECT = env_bool("SECURE_SSL_REDIRECT", BEHIND_TLS_PROXY)
     SECURE_HSTS_SECONDS = int(
-        os.environ.get("SECURE_HSTS_SECONDS", "31536000" if _behind_proxy else "0")
+        os.environ.get("SECURE_HSTS_SECONDS", "31536000" if BEHIND_TLS_PROXY else "0")
     )
 
 LOGGING = {

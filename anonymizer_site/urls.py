@@ -5,6 +5,9 @@ from django.http import HttpRequest, HttpResponsePermanentRedirect
 from django.templatetags.static import static
 from django.urls import include, path
 
+from releases.accounts import views as accounts
+from releases.api.urls import account_patterns, api_patterns
+
 
 @login_not_required
 def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
@@ -15,7 +18,31 @@ def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
 urlpatterns = [
     path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
     path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    # The password reset by e-mail; setting a new password also releases a locked user name.
+    path(
+        "accounts/password-reset/",
+        auth_views.PasswordResetView.as_view(),
+        name="password_reset",
+    ),
+    path(
+        "accounts/password-reset/sent/",
+        auth_views.PasswordResetDoneView.as_view(),
+        name="password_reset_done",
+    ),
+    path(
+        "accounts/reset/<uidb64>/<token>/",
+        accounts.PasswordResetConfirmView.as_view(),
+        name="password_reset_confirm",
+    ),
+    path(
+        "accounts/reset/done/",
+        auth_views.PasswordResetCompleteView.as_view(),
+        name="password_reset_complete",
+    ),
     path("favicon.ico", favicon),
     path("admin/", admin.site.urls),
+    # The HTTP API (docs/api.md) and the account's API tokens.
+    path("api/v1/", api_patterns),
+    path("account/", include((account_patterns, "account"))),
     path("", include("releases.urls")),
 ]

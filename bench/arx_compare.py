@@ -96,6 +96,27 @@ CASES: dict[str, dict[str, Any]] = {
         "criteria": [{"model": "delta-presence", "dmin": 0.15, "dmax": 0.25}],
         "subset": SUBSET,
     },
+    # Utility controls: attribute weights in the Loss (the others weigh ARX's default 0.5)
+    # and per-quasi-identifier level limits.
+    "adult-k-anonymity-weights": {
+        "qis": QIS,
+        "suppression_limit": 0.05,
+        "criteria": [{"model": "k-anonymity", "k": 5}],
+        "weights": {"age": 1.0, "education": 0.9, "occupation": 1.0, "native-country": 0.1},
+    },
+    "adult-k-anonymity-level-limits": {
+        "qis": QIS,
+        "suppression_limit": 0.05,
+        "criteria": [{"model": "k-anonymity", "k": 5}],
+        "level_limits": {"age": [1, 2], "occupation": [0, 1], "race": [1, 1]},
+    },
+    "adult-k-anonymity-weights-and-limits": {
+        "qis": QIS,
+        "suppression_limit": 0.02,
+        "criteria": [{"model": "k-anonymity", "k": 10}],
+        "weights": {"age": 0.2, "marital-status": 1.0, "sex": 1.0, "salary-class": 0.8},
+        "level_limits": {"education": [1, 2], "native-country": [0, 1]},
+    },
     # Where the engine departs from ARX on purpose: with a minimal class size (k-anonymity),
     # ARX checks it first and ignores δ-presence on the population's classes without a
     # released row, so its optimum leaves people of the population whose class is absent from
@@ -154,6 +175,11 @@ def harness_arguments(case: dict[str, Any], subset_file: Path | None) -> list[st
             raise ValueError(f"no harness option for {c['model']}")
     if subset_file is not None:
         args += ["--subset", str(subset_file)]
+    if case.get("weights"):
+        args += ["--weights", ",".join(f"{q}={w}" for q, w in case["weights"].items())]
+    if case.get("level_limits"):
+        limits = case["level_limits"].items()
+        args += ["--level-limits", ",".join(f"{q}={lo}:{hi}" for q, (lo, hi) in limits)]
     return args
 
 
@@ -191,10 +217,14 @@ def run_ours(case: dict[str, Any]) -> dict[str, Any]:
         }
     )
     rows = subset_rows(case, len(adult))
+    limits = case.get("level_limits") or {}
     config = AnonymizationConfig(
         quasi_identifiers=hierarchies,
         model=model,
         research_subset=None if rows is None else ResearchSubset(rows),
+        weights=dict(case.get("weights") or {}),
+        min_levels={q: lo for q, (lo, _) in limits.items()},
+        max_levels={q: hi for q, (_, hi) in limits.items()},
     )
     result = anonymize(adult, config)
     return {

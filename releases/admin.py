@@ -1,5 +1,6 @@
-from django.contrib import admin
+from django.contrib import admin, messages
 
+from releases.accounts import services as accounts
 from releases.models import (
     AuditEvent,
     Dataset,
@@ -8,6 +9,7 @@ from releases.models import (
     ReleaseRequest,
     Reproduction,
     TermsAcceptance,
+    UsernameLock,
 )
 
 
@@ -66,3 +68,33 @@ class TermsAcceptanceAdmin(ReadOnlyAdmin):
 @admin.register(Reproduction)
 class ReproductionAdmin(ReadOnlyAdmin):
     list_display = ["request", "round", "state", "requested_by", "created_at", "finished_at"]
+
+
+@admin.register(UsernameLock)
+class UsernameLockAdmin(ReadOnlyAdmin):
+    """User names locked after failed logins from many addresses; the action releases them
+    (audited), as its owner's password reset would."""
+
+    list_display = ["username", "locked_at", "addresses", "released_at", "released_by"]
+    list_filter = [("released_at", admin.EmptyFieldListFilter)]
+    search_fields = ["username"]
+    actions = ["release"]
+
+    def has_change_permission(self, request, obj=None) -> bool:
+        # The release action needs it; the form itself stays read-only (no editable field).
+        return request.user.has_perm("releases.change_usernamelock")
+
+    def get_readonly_fields(self, request, obj=None) -> list[str]:
+        return [f.name for f in self.model._meta.fields]
+
+    @admin.action(description="Release the selected user names", permissions=["change"])
+    def release(self, request, queryset) -> None:
+        released = [
+            lock.username
+            for lock in queryset.filter(released_at__isnull=True)
+            if accounts.release_by_administrator(request.user, lock.username)
+        ]
+        if released:
+            self.message_user(request, f"Released: {', '.join(released)}.", messages.SUCCESS)
+        else:
+            self.message_user(request, "None of them was locked.", messages.WARNING)

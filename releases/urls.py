@@ -71,6 +71,8 @@ urlpatterns = [
         statistics.statistics_preview,
         name="statistics_preview",
     ),
+    path("audit/", review.audit_trail_page, name="audit_trail"),
+    path("audit/export/", review.audit_trail_export, name="audit_trail_export"),
     path("budgets/", statistics.budget_list, name="budget_list"),
     path("budgets/<int:dataset_id>/", statistics.budget_detail, name="budget_detail"),
     path("budgets/<int:dataset_id>/set/", statistics.budget_set, name="budget_set"),

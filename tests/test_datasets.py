@@ -391,6 +391,13 @@ def test_rows_unique_on_the_chosen_quasi_identifiers(client, steward):
     assert risk["highest_percent"] == 100.0
     page = client.get(url).content.decode()
     assert '<span class="value" id="unique-rows">2</span>' in page and "28.6 % of 7" in page
+    # The single columns that single people out: age leaves 52 alone, sex nobody.
+    combos = {tuple(c["columns"]): c for c in risk["combinations"]}
+    assert (combos[("age",)]["unique_rows"], combos[("sex",)]["unique_rows"]) == (1, 0)
+    assert combos[("age",)]["distinction"] == pytest.approx(3 / 7)
+    # Pairs of rows told apart by sex: 3 F-F, ... 21 pairs, 10 + 1 the same.
+    assert combos[("sex",)]["separation"] == pytest.approx(1 - (10 + 1) / 21)
+    assert 'id="qi-combinations-table"' in page and 'data-columns="age"' in page
 
 
 # --- Hierarchies ----------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import sys
 
 import pytest
 from django.urls import reverse
+from django.utils import timezone
 
 from tests.conftest import make_user
 from tests.support.processes import REPO
@@ -60,10 +61,10 @@ def login_post(client, username: str, password: str):
     return client.post(reverse("login"), {"username": username, "password": password})
 
 
-def test_repeated_wrong_passwords_lock_the_account_out_until_an_administrator_lifts_it(
-    client, settings
-):
-    from axes.utils import reset
+def test_repeated_wrong_passwords_make_the_address_wait_then_it_may_try_again(client, settings):
+    from datetime import timedelta
+
+    from axes.models import AccessAttempt
 
     make_user("victim")
     for _ in range(settings.AXES_FAILURE_LIMIT - 1):
@@ -72,12 +73,13 @@ def test_repeated_wrong_passwords_lock_the_account_out_until_an_administrator_li
     response = login_post(client, "victim", "wrong")
     assert response.status_code == 429
     assert "Too many failed logins" in response.content.decode()
-    # Locked out: even the right password is refused now.
+    # While the address waits, even the right password is refused from it.
     response = login_post(client, "victim", "pw-victim")
     assert response.status_code == 429
     assert "_auth_user_id" not in client.session
-    # An administrator lifts the lock; the right password works again.
-    reset(username="victim")
+    # Once the wait (LOGIN_DELAY_MINUTES) is over, the right password works again.
+    past = timezone.now() - timedelta(minutes=settings.LOGIN_DELAY_MINUTES, seconds=1)
+    AccessAttempt.objects.update(attempt_time=past)
     response = login_post(client, "victim", "pw-victim")
     assert response.status_code == 302
     assert client.session["_auth_user_id"]

@@ -53,6 +53,7 @@ def scenario(postgres_database, tmp_path):
         return json.loads(done.stdout.strip().splitlines()[-1])
 
     step.url = database_url.replace("postgres://", "postgresql://")
+    step.env = env
     return step
 
 
@@ -119,6 +120,13 @@ def test_two_required_approvals_at_once_both_count(scenario):
     state, votes = database_state(scenario.url, request_id)
     assert state == "approved"
     assert votes == [("officer1", "approve"), ("officer2", "approve")]
+    # Both votes wrote audit events at once: each still follows the one before it.
+    with psycopg.connect(scenario.url) as connection:
+        links = connection.execute(
+            "SELECT prev_hash, hash FROM releases_auditevent ORDER BY id"
+        ).fetchall()
+    assert all(prev == links[i - 1][1] for i, (prev, _) in enumerate(links) if i)
+    assert "chain holds" in processes.manage(scenario.env, "verify_audit")
 
 
 def test_a_decision_waits_for_a_concurrent_one_to_commit(scenario):

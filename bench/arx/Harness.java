@@ -34,6 +34,7 @@ import org.deidentifier.arx.metric.Metric;
  *      [--k-map K (--subset FILE | --estimator poisson|zero-truncated-poisson
  *                  --significance A (--population-size N | --sampling-fraction F))]
  *      [--delta-presence DMIN,DMAX --subset FILE]
+ *      [--weights COL=W,...] [--level-limits COL=MIN:MAX,...]
  * java Harness --derived-k yes --sample-size N --ks 2,5,... --significances 0.01,...
  *      --population-sizes 30162,301620,...
  * </pre>
@@ -83,8 +84,29 @@ public class Harness {
             }
         }
 
+        // Level limits: the lowest and highest level the search may choose (either side empty).
+        if (options.containsKey("level-limits")) {
+            for (String item : options.get("level-limits").split(",")) {
+                String[] pair = item.split("=", 2);
+                String[] bounds = pair[1].split(":", -1);
+                if (!bounds[0].isEmpty()) {
+                    data.getDefinition().setMinimumGeneralization(pair[0], Integer.parseInt(bounds[0]));
+                }
+                if (!bounds[1].isEmpty()) {
+                    data.getDefinition().setMaximumGeneralization(pair[0], Integer.parseInt(bounds[1]));
+                }
+            }
+        }
+
         ARXConfiguration config = ARXConfiguration.create();
         config.setQualityModel(Metric.createLossMetric());
+        // Attribute weights of the Loss (an attribute given none weighs 0.5, ARX's default).
+        if (options.containsKey("weights")) {
+            for (String item : options.get("weights").split(",")) {
+                String[] pair = item.split("=", 2);
+                config.setAttributeWeight(pair[0], Double.parseDouble(pair[1]));
+            }
+        }
         config.setSuppressionLimit(Double.parseDouble(options.getOrDefault("suppression-limit", "0")));
 
         DataSubset subset = null;

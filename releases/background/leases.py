@@ -26,6 +26,7 @@ import os
 import socket
 import threading
 import time
+from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -51,6 +52,41 @@ def max_attempts() -> int:
 def expired_before() -> datetime:
     """Work whose last heartbeat is older than this has lost its worker."""
     return timezone.now() - timedelta(seconds=lease_seconds())
+
+
+def sweep_seconds() -> float:
+    return float(getattr(settings, "SWEEP_SECONDS", 30))
+
+
+@dataclass(frozen=True)
+class Stall:
+    """Running work whose lease lapsed: its worker stopped, and the sweeper has not yet come."""
+
+    #: When the sweeper will have handled it at the latest (rounded up to the minute).
+    by: datetime
+    #: Another attempt follows (False: that was the last one, the work will be failed).
+    retried: bool
+
+
+def stall(row: Any) -> Stall | None:
+    """The :class:`Stall` of ``row`` (a run, profiling, reproduction or linkage a worker
+    holds), or None while its lease is alive. Reads only: the sweeper does the retrying.
+
+    The sweeper (Celery beat, every ``SWEEP_SECONDS``) takes the work at its first sweep after
+    the lease lapsed, so by the lapse plus one sweep interval; when that is past (the sweep is
+    late), by one interval from now."""
+    now = timezone.now()
+    lapsed = row.heartbeat_at + timedelta(seconds=lease_seconds()) if row.heartbeat_at else now
+    if lapsed > now:
+        return None
+    interval = timedelta(seconds=sweep_seconds())
+    by = lapsed + interval
+    if by <= now:
+        by = now + interval
+    rounded = by.replace(second=0, microsecond=0)
+    if rounded < by:
+        rounded += timedelta(minutes=1)
+    return Stall(by=rounded, retried=row.attempts < max_attempts())
 
 
 def worker_id() -> str:

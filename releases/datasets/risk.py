@@ -14,6 +14,7 @@ from django.utils import timezone
 
 from releases.background import outbox, recovery
 from releases.datasets import column_store
+from releases.engine.attribute_risk import attribute_risks
 from releases.engine.risk import class_sizes_of, risk_summary
 from releases.models import Dataset, Role
 
@@ -26,6 +27,13 @@ RISK_TASK = "releases.dataset_risk"
 INLINE_RISK_ROWS = 200_000
 #: A computation asked for this long ago and not stored is asked for again (its worker died).
 RISK_RETRY_SECONDS = 120
+#: In a page, the combinations of quasi-identifiers measured are bounded by this many distinct
+#: rows times combinations (about a third of a second); a worker measures more.
+INLINE_COMBINATION_WORK = 3_000_000
+#: A worker's bound (tens of seconds at most on millions of distinct rows).
+WORKER_COMBINATION_WORK = 100_000_000
+#: Combinations listed on the panel, those that tell the most rows apart first.
+COMBINATIONS_SHOWN = 12
 
 
 def _quasi_identifiers(dataset: Dataset) -> list[str]:
@@ -94,16 +102,26 @@ def store_risk(dataset_id: int) -> None:
     quasi = _quasi_identifiers(dataset)
     if not quasi:
         return
-    figures = measure_risk(dataset, quasi)
+    figures = measure_risk(dataset, quasi, max_work=WORKER_COMBINATION_WORK)
     Dataset.objects.filter(pk=dataset_id).update(risk=figures)
 
 
-def measure_risk(dataset: Dataset, quasi: list[str]) -> dict:
-    """The figures, from the quasi-identifiers' columns read as codes from the column store."""
+def measure_risk(
+    dataset: Dataset, quasi: list[str], max_work: int | None = INLINE_COMBINATION_WORK
+) -> dict:
+    """The figures, from the quasi-identifiers' columns read as codes from the column store,
+    with the combinations of quasi-identifiers that single people out (α-distinction and
+    α-separation; ``max_work`` bounds how many are measured)."""
     frame = column_store.read(dataset, quasi, categorical=True)
     sizes = class_sizes_of(frame, quasi)
     summary = risk_summary(sizes)
     unique_rows = int((sizes == 1).sum())
+    measured = attribute_risks(frame, quasi, max_work=max_work) if len(quasi) > 1 else []
+    # Proper subsets only (the whole set is the figures above), most rows told apart first.
+    singling = sorted(
+        (r for r in measured if len(r.columns) < len(quasi)),
+        key=lambda r: (-r.unique_rows, -r.distinction, len(r.columns)),
+    )
     return {
         "quasi_identifiers": quasi,
         "rows": len(frame),
@@ -114,4 +132,7 @@ def measure_risk(dataset: Dataset, quasi: list[str]) -> dict:
         "highest_percent": 100 * summary.highest,
         "average_percent": 100 * summary.average,
         "at_risk_percent": 100 * summary.records_at_risk,
+        "combinations": [r.as_dict() for r in singling[:COMBINATIONS_SHOWN]],
+        "combinations_measured": len(measured),
+        "largest_combination": max((len(r.columns) for r in measured), default=0),
     }

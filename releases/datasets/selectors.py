@@ -9,7 +9,7 @@ from django.core.paginator import Page, Paginator
 from django.db.models import Count, F, Q, QuerySet
 from django.http import Http404
 
-from releases.background import outbox
+from releases.background import leases, outbox
 from releases.core import roles
 from releases.core.errors import InvalidInput
 from releases.datasets import budget, column_store, hierarchies, rules
@@ -183,6 +183,12 @@ def dataset_page(dataset: Dataset, page_number=None) -> dict:
 def waiting_for_queue(dataset: Dataset) -> bool:
     """Is this pending dataset's message still waiting for the broker (Redis unreachable)?"""
     return dataset.status == Dataset.Status.PENDING and outbox.is_waiting(PROFILE_TASK, dataset.pk)
+
+
+def stalled(dataset: Dataset) -> leases.Stall | None:
+    """The profiling's worker stopped (its lease lapsed) and the sweeper has yet to retry it:
+    when it will have, instead of the dead worker's last progress."""
+    return leases.stall(dataset) if dataset.status == Dataset.Status.PROFILING else None
 
 
 # --- The privacy budget and its ledger --------------------------------------------------------

@@ -94,7 +94,11 @@ def dataset_status(request: HttpRequest, dataset_id: int) -> HttpResponse:
     return render(
         request,
         "releases/partials/dataset_status.html",
-        {"dataset": dataset, "waiting_for_queue": selectors.waiting_for_queue(dataset)},
+        {
+            "dataset": dataset,
+            "waiting_for_queue": selectors.waiting_for_queue(dataset),
+            "stalled": selectors.stalled(dataset),
+        },
     )
 
 

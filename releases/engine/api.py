@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import time
 from collections.abc import Mapping
 
@@ -11,7 +12,7 @@ from numpy.typing import NDArray
 from pandas.api.extensions import ExtensionArray
 
 from . import metrics
-from .arrays import BoolArray, CodeArray, IntArray
+from .arrays import BoolArray, CodeArray, FloatArray, IntArray
 from .criteria import DataContext, EarlierReleases, Evaluation, PrivacyModel
 from .hierarchy import Hierarchy
 from .lattice import CandidateEntry, EncodedData, SearchResult, Table, pareto_front, search
@@ -99,6 +100,59 @@ def parse_levels(text: str) -> dict[str, int]:
     return out
 
 
+def _pairs(text: str, what: str, form: str) -> list[tuple[str, str]]:
+    """``"a=1,b=2"`` -> ``[("a", "1"), ("b", "2")]``, each name once."""
+    out: list[tuple[str, str]] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        name, sep, value = part.rpartition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise EngineError(f"{what} are given as {form}, not {part!r}.")
+        if any(name == seen for seen, _ in out):
+            raise EngineError(f"The {what.lower()[:-1]} of {name!r} is given twice.")
+        out.append((name, value.strip()))
+    if not out:
+        raise EngineError(f"No {what.lower()} given.")
+    return out
+
+
+def parse_weights(text: str) -> dict[str, float]:
+    """``"age=1,sex=0.2"`` -> ``{"age": 1.0, "sex": 0.2}`` (the command line's ``--weights``)."""
+    out: dict[str, float] = {}
+    for name, value in _pairs(text, "Weights", "COLUMN=WEIGHT"):
+        try:
+            weight = float(value)
+        except ValueError:
+            raise EngineError(f"The weight of {name!r} must be a number, not {value!r}.") from None
+        if not math.isfinite(weight) or weight < 0:
+            raise EngineError(f"The weight of {name!r} must be a number of 0 or more, not {value}.")
+        out[name] = weight
+    return out
+
+
+def parse_level_limits(text: str) -> tuple[dict[str, int], dict[str, int]]:
+    """``"age=1:3,sex=:0"`` -> ``({"age": 1}, {"age": 3, "sex": 0})``: the minimum and maximum
+    levels (the command line's ``--level-limits``; an empty side is not limited)."""
+    low: dict[str, int] = {}
+    high: dict[str, int] = {}
+    for name, value in _pairs(text, "Level limits", "COLUMN=MIN:MAX"):
+        first, sep, second = value.partition(":")
+        if not sep:
+            raise EngineError(f"The level limits of {name!r} are given as MIN:MAX, not {value!r}.")
+        for side, target in ((first, low), (second, high)):
+            if side.strip() == "":
+                continue
+            try:
+                target[name] = int(side)
+            except ValueError:
+                raise EngineError(
+                    f"The level limits of {name!r} must be whole numbers, not {value!r}."
+                ) from None
+    return low, high
+
+
 def validate_config(
     data: pd.DataFrame, config: AnonymizationConfig, check_values: bool = True
 ) -> None:
@@ -181,6 +235,8 @@ def validate_config(
             raise EngineError(problem)
     if config.levels is not None and config.algorithm != "optimal":
         raise EngineError("Fixed levels apply to the optimal search, not to Mondrian.")
+    if (config.min_levels or config.max_levels) and config.algorithm != "optimal":
+        raise EngineError("Level limits apply to the optimal search, not to Mondrian.")
     for bounds, what in (
         (config.min_levels, "minimum"),
         (config.max_levels, "maximum"),
@@ -204,6 +260,13 @@ def validate_config(
         if lo > hi:
             raise EngineError(
                 f"The minimum level of {name!r} ({lo}) is above its maximum level ({hi})."
+            )
+    for name, weight in config.weights.items():
+        if name not in config.quasi_identifiers:
+            raise EngineError(f"A weight is given for {name!r}, which is not a quasi-identifier.")
+        if not (isinstance(weight, int | float) and math.isfinite(weight) and weight >= 0):
+            raise EngineError(
+                f"The weight of {name!r} must be a number of 0 or more, not {weight}."
             )
     if not check_values:
         return
@@ -317,7 +380,7 @@ def anonymize(
         entropy.append(h)
         entropy_max.append(top)
     metric_values = {
-        "loss": float(metrics.loss(loss_vec)),
+        "loss": float(metrics.loss(loss_vec, enc.weights)),
         "granularity": metrics.granularity((kept_shares + suppressed) / n, 1.0 / enc.domain_sizes),
         "precision": float(
             metrics.precision(found.levels, [heights[q] for q in qis], suppressed, n)
@@ -364,6 +427,7 @@ def anonymize(
         warnings=warnings,
         class_sizes_before=np.asarray(before, dtype=np.int64),
         population_rows=enc.population_rows,
+        utility=config.utility(),
     )
 
 
@@ -385,8 +449,18 @@ def encode(data: pd.DataFrame, config: AnonymizationConfig) -> tuple[EncodedData
         subset=None if subset is None else subset.rows,
         linked=config.earlier_releases if protects else None,
     )
+    enc.weights = loss_weights(config)
     population_size = model.population.size(enc.n) if model.population is not None else None
     return enc, enc.data_context(config.sensitive_hierarchies, population_size)
+
+
+def loss_weights(config: AnonymizationConfig) -> FloatArray | None:
+    """The quasi-identifiers' weights in the Loss, in their order (None: all equal)."""
+    if not config.weights:
+        return None
+    return metrics.loss_weights(
+        [float(config.weights.get(q, metrics.DEFAULT_WEIGHT)) for q in config.quasi_identifiers]
+    )
 
 
 def judge_levels(

@@ -63,7 +63,7 @@ import numpy as np
 import pandas as pd
 
 from . import tabular
-from .api import anonymize, parse_levels
+from .api import anonymize, parse_level_limits, parse_levels, parse_weights
 from .arrays import IntArray
 from .criteria import (
     POPULATION_PARAMS,
@@ -156,6 +156,19 @@ def build_parser(prog: str = "anonymize") -> argparse.ArgumentParser:
         "(same columns; matched to INPUT's rows by content), for k-map and δ-presence",
     )
     p.add_argument("--algorithm", choices=["optimal", "mondrian"], default="optimal")
+    utility = p.add_argument_group("utility", "what the search keeps (optimal search)")
+    utility.add_argument(
+        "--weights",
+        metavar="COL=W[,COL=W...]",
+        help="attribute weights in the Loss (0 or more; a quasi-identifier without one weighs "
+        "0.5, as in ARX, and each is divided by the largest)",
+    )
+    utility.add_argument(
+        "--level-limits",
+        metavar="COL=MIN:MAX[,...]",
+        help="the lowest and highest generalization level the search may choose per "
+        "quasi-identifier (either side may be left empty: COL=2: or COL=:3)",
+    )
     p.add_argument("--delimiter", metavar="D", help="input delimiter (detected when omitted)")
     p.add_argument(
         "--seed",
@@ -342,6 +355,7 @@ def build_config(args: argparse.Namespace, df: pd.DataFrame) -> AnonymizationCon
             raise CliError(f"--sensitive-hierarchy {name!r}: not named with --sensitive")
         sensitive_hierarchies[name] = _load_hierarchy(name, file, df[name])
     model = _privacy_model(args)
+    limits = parse_level_limits(args.level_limits) if args.level_limits else ({}, {})
     subset = None
     if args.research_subset:
         released, _ = read_table(args.research_subset, _delimiter_arg(args.delimiter))
@@ -358,6 +372,9 @@ def build_config(args: argparse.Namespace, df: pd.DataFrame) -> AnonymizationCon
         algorithm=args.algorithm,
         levels=parse_levels(args.levels) if args.levels else None,
         research_subset=subset,
+        weights=parse_weights(args.weights) if args.weights else {},
+        min_levels=limits[0],
+        max_levels=limits[1],
     )
 
 

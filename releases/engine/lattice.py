@@ -239,6 +239,8 @@ class EncodedData:
     sensitive_codes: dict[str, IntArray]
     sensitive_labels: dict[str, list[str]]
     population_rows: int | None = None
+    #: The attribute weights of the Loss (:func:`.metrics.loss_weights`); None: all 1.
+    weights: FloatArray | None = None
 
     @classmethod
     def build(
@@ -417,7 +419,8 @@ class EncodedData:
             size = table.counts[index]
             loss = np.zeros(len(index))
             for i, a in enumerate(self.attributes):
-                loss += np.log1p(size * a.shares[table.levels[i]][table.codes[index, i]])
+                share = a.shares[table.levels[i]][table.codes[index, i]]
+                loss += np.log1p(size * share * self.weight(i))
             # Everything below the count-th loss goes; the tie at that loss by first row.
             cut = np.partition(loss, count - 1)[count - 1] if count else -np.inf
             below = index[loss < cut]
@@ -465,16 +468,20 @@ class EncodedData:
     def domain_sizes(self) -> FloatArray:
         return np.array([a.domain_size for a in self.attributes], dtype=np.float64)
 
+    def weight(self, i: int) -> float:
+        """Attribute i's weight in the Loss."""
+        return 1.0 if self.weights is None else float(self.weights[i])
+
     def bound_matrix(self) -> list[FloatArray]:
-        """``B[i][level]``: attribute i's Loss at ``level`` without suppression (a lower bound)."""
+        """``B[i][level]``: attribute i's weighted Loss at ``level`` without suppression (a
+        lower bound)."""
         out = []
-        for a in self.attributes:
+        for i, a in enumerate(self.attributes):
             sums = np.array([a.share_total(lv) for lv in range(a.height)], dtype=np.float64)
-            out.append(
-                metrics.loss_per_attribute(
-                    sums, np.zeros_like(sums), 0, self.n, np.full(len(sums), a.domain_size)
-                )
+            bound = metrics.loss_per_attribute(
+                sums, np.zeros_like(sums), 0, self.n, np.full(len(sums), a.domain_size)
             )
+            out.append(bound * self.weight(i))
         return out
 
 
@@ -597,7 +604,7 @@ class _Searcher:
         judged = self.judge(table, self.limit_rows)
         if not judged.valid:
             return False, judged.suppressed, np.inf
-        loss = metrics.loss(self.enc.loss_vector(table, judged.fails))
+        loss = metrics.loss(self.enc.loss_vector(table, judged.fails), self.enc.weights)
         kept = table.counts[~judged.fails]
         kept = kept[kept > 0]  # a research subset's population has classes it does not release
         highest = 1.0 / float(kept.min()) if len(kept) else 0.0
@@ -806,7 +813,8 @@ def search(
         if s.checked % 64 == 0:
             s.report(count / n_nodes, "searching the generalization lattice")
     if best is None:
-        raise EngineError(_no_solution_message(model))
+        limited = any(int(h) < a.height - 1 for h, a in zip(hi, enc.attributes, strict=True))
+        raise EngineError(_no_solution_message(model, limited))
     # A few more transformations past the optimum (next lowest bound first, known invalid ones
     # skipped) so that the candidates show what more Loss buys in risk or suppressed rows.
     # Around the optimum: its direct generalizations, then theirs (breadth first), each rolled
@@ -867,8 +875,14 @@ def _greedy(s: _Searcher, reason: str) -> SearchResult:
     return s.result(node, float(loss), suppressed, True)
 
 
-def _no_solution_message(model: PrivacyModel) -> str:
+def _no_solution_message(model: PrivacyModel, limited: bool = False) -> str:
     share = f"{model.suppression_limit * 100:g}%"
+    if limited:
+        return (
+            f"No generalization satisfies {model.describe_criteria()} with at most {share} of "
+            "rows suppressed, not even at the highest levels the level limits allow; raise the "
+            "suppression limit, widen the level limits or relax the model."
+        )
     return (
         f"No generalization satisfies {model.describe_criteria()} with at most {share} of rows "
         "suppressed, not even generalizing every quasi-identifier fully; raise the suppression "

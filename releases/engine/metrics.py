@@ -22,6 +22,8 @@ from .summation import block_sum
 __all__ = [
     "loss_per_attribute",
     "loss",
+    "loss_weights",
+    "DEFAULT_WEIGHT",
     "granularity",
     "geometric_mean",
     "arithmetic_mean",
@@ -96,13 +98,27 @@ def arithmetic_mean(values: FloatArray, axis: int = -1) -> FloatArray | float:
     return mean if isinstance(mean, np.ndarray) else float(mean)
 
 
-def loss(per_attribute: FloatArray) -> float:
+#: ARX's weight of an attribute given none (``ARXConfiguration.getAttributeWeight``).
+DEFAULT_WEIGHT = 0.5
+
+
+def loss_weights(weights: Sequence[float]) -> FloatArray:
+    """ARX's attribute weights as the Loss applies them: each divided by the largest, all 1
+    when every weight is 0 (``AbstractMetricMultiDimensional.initialize``)."""
+    w = np.asarray(weights, dtype=np.float64)
+    top = float(w.max()) if w.size else 0.0
+    return np.ones_like(w) if top <= 0 else w / top
+
+
+def loss(per_attribute: FloatArray, weights: FloatArray | None = None) -> float:
     """ARX's default "Loss" score: the geometric mean (ARX variant) of :func:`loss_per_attribute`.
 
-    ``Loss = prod_i (loss_i + 1)^(1/d) - 1`` (attribute weights all 1)."""
+    ``Loss = prod_i (w_i * loss_i + 1)^(1/d) - 1`` with ``w_i`` from :func:`loss_weights`
+    (all 1 without weights), as ARX's ``ILMultiDimensionalGeometricMean``."""
     if len(per_attribute) == 0:
         return 0.0
-    return float(geometric_mean(per_attribute))
+    values = np.asarray(per_attribute, dtype=np.float64)
+    return float(geometric_mean(values if weights is None else values * weights))
 
 
 def granularity(

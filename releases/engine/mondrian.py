@@ -551,8 +551,15 @@ def _build_result(
     )
 
     per_attribute = np.array(list(loss_per_attribute.values()))
+    weights = (
+        metrics.loss_weights(
+            [float(config.weights.get(q.name, metrics.DEFAULT_WEIGHT)) for q in qis]
+        )
+        if config.weights
+        else None
+    )
     metric_values: dict[str, Any] = {
-        "loss": metrics.loss(per_attribute),
+        "loss": metrics.loss(per_attribute, weights),
         "granularity": metrics.granularity(mean_shares, min_shares),
         "precision": precision_cells / (n * len(qis)),
         "discernibility": int(metrics.discernibility(sizes, 0, n)),
@@ -590,6 +597,7 @@ def _build_result(
             for w in getattr(h, "warnings", ())
         ],
         class_sizes_before=sizes_before,
+        utility=config.utility(),
     )
 
 

@@ -61,6 +61,9 @@ class AnonymizationConfig:
     #: Optional per-quasi-identifier bounds on the generalization level (optimal search only).
     min_levels: dict[str, int] = field(default_factory=dict)
     max_levels: dict[str, int] = field(default_factory=dict)
+    #: Attribute weights in the Loss, per quasi-identifier (ARX's: one given none weighs 0.5,
+    #: and each is divided by the largest; see :func:`.metrics.loss_weights`). Empty: equal.
+    weights: dict[str, float] = field(default_factory=dict)
     #: Seconds after which a too-large lattice search falls back to a reported heuristic.
     time_limit: float | None = None
     #: Apply these levels (per quasi-identifier; the others are searched) instead of the
@@ -75,6 +78,24 @@ class AnonymizationConfig:
     #: :class:`.criteria.EarlierReleases` (every joint class with each of them holds k rows;
     #: with a research subset, only the subset's rows are counted).
     earlier_releases: dict[str, IntArray] = field(default_factory=dict)
+
+    def utility(self) -> dict[str, Any]:
+        """The utility controls given (for the report): weights and level limits."""
+        out: dict[str, Any] = {}
+        if self.weights:
+            out["weights"] = {q: float(w) for q, w in self.weights.items()}
+        limited = [
+            q for q in self.quasi_identifiers if q in self.min_levels or q in self.max_levels
+        ]
+        if limited:
+            out["level_limits"] = {
+                q: [
+                    int(self.min_levels.get(q, 0)),
+                    int(self.max_levels.get(q, self.quasi_identifiers[q].height - 1)),
+                ]
+                for q in limited
+            }
+        return out
 
 
 @dataclass(frozen=True)
@@ -148,6 +169,9 @@ class AnonymizationResult:
     #: With a research subset: the rows of the population table (``rows_in`` counts the
     #: subset's rows, which alone are released).
     population_rows: int | None = None
+    #: The utility controls the search ran under: ``weights`` (per quasi-identifier, as given)
+    #: and ``level_limits`` (``{column: [min, max]}``); empty when none were given.
+    utility: dict[str, Any] = field(default_factory=dict)
 
     def report(self) -> dict[str, Any]:
         """A JSON-serialisable summary (the command line's ``--report`` and the stored summary)."""
@@ -174,4 +198,5 @@ class AnonymizationResult:
             "transformations_checked": self.transformations_checked,
             "seconds": self.seconds,
             "warnings": list(self.warnings),
+            "utility": self.utility,
         }

@@ -7,12 +7,15 @@ Models hold data and small invariants; the workflow itself lives in the feature 
 from .attacker import AttackerFile
 from .audit import AuditEvent
 from .datasets import RELEASED_ROLES, UNCHANGED_ROLES, Dataset, DatasetColumn, Role
+from .logins import UsernameLock
 from .outbox import OutboxMessage
 from .package import ReleaseFile, Reproduction, TermsAcceptance
 from .privacy_budget import BudgetEntry, PrivacyBudget
 from .requests import EquivalenceClass, ReleaseRequest, ReleaseRound, Review
+from .tokens import ApiToken
 
 __all__ = [
+    "ApiToken",
     "AttackerFile",
     "AuditEvent",
     "BudgetEntry",
@@ -30,4 +33,5 @@ __all__ = [
     "Review",
     "Role",
     "TermsAcceptance",
+    "UsernameLock",
 ]

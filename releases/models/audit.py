@@ -1,9 +1,17 @@
-"""The append-only audit log."""
+"""The append-only audit log, a hash chain: each event stores the SHA-256 of its content and
+of the event before it, so that an event edited, deleted or inserted in the database breaks the
+chain at that point (``manage.py verify_audit``)."""
 
 from __future__ import annotations
 
+import datetime as dt
+import hashlib
+import json
+from typing import Any
+
 from django.conf import settings
 from django.db import models
+from django.utils import timezone
 
 from .datasets import Dataset
 from .requests import ReleaseRequest
@@ -41,8 +49,15 @@ class AuditEvent(models.Model):
         RECHECK = "recheck", "Found breaking the statistics rules"
         ATTACKER_FILE = "attacker_file", "Attached an attacker file"
         LINKED = "linked", "Linked the attacker file to the extract"
+        TOKEN_CREATED = "token_created", "Created an API token"
+        TOKEN_REVOKED = "token_revoked", "Revoked an API token"
+        TOKEN_REFUSED = "token_refused", "Refused an API token"
+        LOGIN_LOCKED = "login_locked", "Locked a user name after failed sign-ins"
+        LOGIN_RELEASED = "login_released", "Released a locked user name"
+        AUDIT_EXPORT = "audit_export", "Exported the audit trail"
 
-    created_at = models.DateTimeField(auto_now_add=True, db_index=True)
+    # Set before the event is written, so that its hash covers it.
+    created_at = models.DateTimeField(default=timezone.now, db_index=True)
     actor = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, null=True, blank=True
     )
@@ -56,6 +71,14 @@ class AuditEvent(models.Model):
         ReleaseRequest, on_delete=models.SET_NULL, null=True, blank=True, related_name="events"
     )
     detail = models.JSONField(default=dict, blank=True)
+    # The dataset and request the event was about, as they were: the links above become NULL
+    # when those are deleted, and the hash covers these instead.
+    dataset_ref = models.PositiveIntegerField(null=True, blank=True)
+    request_ref = models.PositiveIntegerField(null=True, blank=True)
+    #: The previous event's ``hash`` ("" for the first), and the SHA-256 of this event's content
+    #: with it (:func:`event_digest`).
+    prev_hash = models.CharField(max_length=64, blank=True, default="")
+    hash = models.CharField(max_length=64, blank=True, default="")
 
     class Meta:
         ordering = ["created_at", "id"]
@@ -76,3 +99,29 @@ class AuditEvent(models.Model):
     @property
     def actor_name(self) -> str:
         return self.actor.get_username() if self.actor else "worker"
+
+
+def event_digest(
+    prev_hash: str,
+    created_at: dt.datetime,
+    actor_id: int | None,
+    action: str,
+    dataset_ref: int | None,
+    request_ref: int | None,
+    detail: Any,
+) -> str:
+    """The SHA-256 of an event's content and its predecessor's hash, over a canonical JSON text
+    (keys sorted, the detail as the database gives it back, the time in UTC to the
+    microsecond)."""
+    content = {
+        "prev": prev_hash,
+        "at": created_at.astimezone(dt.UTC).isoformat(timespec="microseconds"),
+        "actor": actor_id,
+        "action": action,
+        "dataset": dataset_ref,
+        "request": request_ref,
+        # Through JSON once: what the database stores and returns (tuples become lists).
+        "detail": json.loads(json.dumps(detail)),
+    }
+    text = json.dumps(content, sort_keys=True, separators=(",", ":"), ensure_ascii=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()

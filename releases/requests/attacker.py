@@ -27,7 +27,7 @@ from releases.datasets import services as datasets
 from releases.engine import tabular
 from releases.models import AttackerFile, AuditEvent, ReleaseFile, ReleaseRequest
 from releases.requests import rules
-from releases.requests.selectors import get_request_for
+from releases.requests.selectors import get_request_for, stalled
 
 AState = AttackerFile.State
 #: The task that links an attacker file to its request's extract.
@@ -182,6 +182,7 @@ def linkage_context(user, release_request: ReleaseRequest) -> dict:
             c for c in (linkage or {}).get("matched_columns", []) if c not in generalized
         ],
         "linkage_under_way": attacker is not None and attacker.state in rules.LINKAGE_UNDER_WAY,
+        "linkage_stalled": stalled(attacker) if attacker is not None else None,
     }
 
 

@@ -19,6 +19,7 @@ from releases.requests.history import released_extracts
 from releases.requests.parameters import ReleaseParameters
 from releases.requests.selectors import (
     identifiers_released_unchanged,
+    quasi_identifier_columns,
     recipient_choices,
     recipient_group_choices,
 )
@@ -319,10 +320,107 @@ class ProtectionMixin:
             params.algorithm,
             params.levels,
             [r.pk for r in self.earlier_extracts],
+            params.weights,
+            params.level_limits,
         )
 
 
-class ReleaseRequestForm(JustificationsMixin, ProtectionMixin, ModelForm):
+class UtilityMixin:
+    """Per quasi-identifier, its weight in the Loss and the lowest and highest level the search
+    may choose (ARX's utility controls; all optional). A column without a weight weighs 0.5, as
+    in ARX, and the weights count relative to the largest."""
+
+    fields: dict[str, forms.Field]
+    cleaned_data: dict[str, Any]
+
+    def add_utility_fields(self, dataset, initial: ReleaseParameters | None = None) -> None:
+        self.utility_columns = list(quasi_identifier_columns(dataset)) if dataset else []
+        weights = (initial.weights if initial else None) or {}
+        limits = (initial.level_limits if initial else None) or {}
+        for column in self.utility_columns:
+            top = column.hierarchy_height - 1 if column.hierarchy_height else None
+            low, high = limits.get(column.name, (None, None))
+            self.fields[f"weight-{column.pk}"] = forms.DecimalField(
+                label=f"Weight of {column.name}",
+                min_value=0,
+                max_value=1,
+                decimal_places=2,
+                required=False,
+                initial=weights.get(column.name),
+                widget=forms.NumberInput(attrs={"step": "0.1", "placeholder": "0.5"}),
+            )
+            for name, value, what in (("min", low, "Lowest"), ("max", high, "Highest")):
+                self.fields[f"{name}-level-{column.pk}"] = forms.IntegerField(
+                    label=f"{what} level of {column.name}",
+                    min_value=0,
+                    max_value=top,
+                    required=False,
+                    initial=value,
+                    widget=forms.NumberInput(attrs={"placeholder": "0" if name == "min" else top}),
+                )
+
+    def utility_rows(self):
+        """Per quasi-identifier: its column and its three fields (for the template)."""
+        form = cast(forms.Form, self)
+        return [
+            {
+                "column": c,
+                "weight": form[f"weight-{c.pk}"],
+                "min": form[f"min-level-{c.pk}"],
+                "max": form[f"max-level-{c.pk}"],
+            }
+            for c in self.utility_columns
+        ]
+
+    def utility_given(self) -> bool:
+        """Whether a weight or a limit is filled in or wrong (the section then shows open)."""
+        form = cast(forms.Form, self)
+        return any(
+            form[f"{name}-{c.pk}"].value() not in (None, "") or form[f"{name}-{c.pk}"].errors
+            for c in self.utility_columns
+            for name in ("weight", "min-level", "max-level")
+        )
+
+    def clean_utility(self, data: dict[str, Any]) -> None:
+        form = cast(forms.Form, self)
+        limited = False
+        for c in self.utility_columns:
+            low, high = data.get(f"min-level-{c.pk}"), data.get(f"max-level-{c.pk}")
+            limited |= low is not None or high is not None
+            if low is not None and high is not None and low > high:
+                form.add_error(
+                    f"max-level-{c.pk}",
+                    f"The highest level of {c.name} ({high}) is below its lowest ({low}).",
+                )
+        if limited and data.get("algorithm") == ReleaseRequest.Algorithm.MONDRIAN:
+            form.add_error(
+                "algorithm",
+                "Level limits apply to the optimal full-domain generalization, not to Mondrian: "
+                "choose the optimal search, or clear the limits.",
+            )
+
+    def utility_parameters(self, params: ReleaseParameters) -> ReleaseParameters:
+        data = self.cleaned_data
+        weights = {
+            c.name: float(data[f"weight-{c.pk}"])
+            for c in self.utility_columns
+            if data.get(f"weight-{c.pk}") is not None
+        }
+        limits = {
+            c.name: (data.get(f"min-level-{c.pk}"), data.get(f"max-level-{c.pk}"))
+            for c in self.utility_columns
+        }
+        return ReleaseParameters(
+            params.model,
+            params.algorithm,
+            params.levels,
+            params.earlier_releases,
+            weights or None,
+            limits,
+        )
+
+
+class ReleaseRequestForm(JustificationsMixin, ProtectionMixin, UtilityMixin, ModelForm):
     """A release request: the privacy model, who receives it, on which terms, until when."""
 
     recipients = forms.ModelMultipleChoiceField(
@@ -357,14 +455,16 @@ class ReleaseRequestForm(JustificationsMixin, ProtectionMixin, ModelForm):
         self.fields["terms"].initial = default_terms()
         self.add_justification_fields(dataset)
         self.add_protection_field(dataset)
+        self.add_utility_fields(dataset)
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         self.clean_protection(data)
+        self.clean_utility(data)
         return data
 
     def parameters(self) -> ReleaseParameters:
-        return self.protected_parameters(super().parameters())
+        return self.utility_parameters(self.protected_parameters(super().parameters()))
 
     def sharing(self) -> Sharing:
         data = self.cleaned_data
@@ -376,27 +476,36 @@ class ReleaseRequestForm(JustificationsMixin, ProtectionMixin, ModelForm):
         )
 
 
-class ResubmitForm(JustificationsMixin, ProtectionMixin, ModelForm):
+class ResubmitForm(JustificationsMixin, ProtectionMixin, UtilityMixin, ModelForm):
     response = forms.CharField(
         label="Your answer to the reviewers (or what changed)",
         widget=forms.Textarea(attrs={"rows": 3}),
         max_length=5000,
     )
 
-    def __init__(self, *args, dataset=None, request_id: int | None = None, **kwargs) -> None:
+    def __init__(
+        self,
+        *args,
+        dataset=None,
+        request_id: int | None = None,
+        current: ReleaseParameters | None = None,
+        **kwargs,
+    ) -> None:
         super().__init__(*args, **kwargs)
         self.add_justification_fields(dataset)
         self.add_protection_field(
             dataset, exclude=request_id, initial=self.initial.get("protect_earlier")
         )
+        self.add_utility_fields(dataset, current)
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()
         self.clean_protection(data)
+        self.clean_utility(data)
         return data
 
     def parameters(self) -> ReleaseParameters:
-        return self.protected_parameters(super().parameters())
+        return self.utility_parameters(self.protected_parameters(super().parameters()))
 
 
 class RevokeForm(forms.Form):

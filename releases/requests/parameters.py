@@ -1,9 +1,11 @@
 """How an extract's round is made (stored on the request): the privacy model, the algorithm,
-fixed generalization levels, and the earlier releases a protecting search keeps safe."""
+fixed generalization levels, the earlier releases a protecting search keeps safe, and the
+utility controls (attribute weights, level limits)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 from releases.engine import PrivacyModel
 from releases.models import ReleaseRequest
@@ -22,6 +24,10 @@ class ReleaseParameters:
     algorithm: str = "optimal"
     levels: dict[str, int] | None = None
     earlier_releases: tuple[int, ...] = ()
+    #: The utility controls: attribute weights in the Loss, and per quasi-identifier the
+    #: lowest and highest level the search may choose (``{column: (min, max)}``, either None).
+    weights: dict[str, float] | None = None
+    level_limits: dict[str, tuple[int | None, int | None]] | None = None
 
     def __init__(
         self,
@@ -29,6 +35,8 @@ class ReleaseParameters:
         algorithm: str = "optimal",
         levels: dict[str, int] | None = None,
         earlier_releases: tuple[int, ...] | list[int] = (),
+        weights: dict[str, float] | None = None,
+        level_limits: dict[str, Any] | None = None,
         **keywords,
     ) -> None:
         """``keywords`` build the model with the engine's keyword constructor instead
@@ -41,6 +49,15 @@ class ReleaseParameters:
         object.__setattr__(self, "algorithm", algorithm or "optimal")
         object.__setattr__(self, "levels", dict(levels) if levels else None)
         object.__setattr__(self, "earlier_releases", tuple(int(i) for i in earlier_releases))
+        object.__setattr__(
+            self, "weights", {k: float(v) for k, v in weights.items()} if weights else None
+        )
+        limits = {
+            k: (None if lo is None else int(lo), None if hi is None else int(hi))
+            for k, (lo, hi) in (level_limits or {}).items()
+            if lo is not None or hi is not None
+        }
+        object.__setattr__(self, "level_limits", limits or None)
 
     @classmethod
     def of(cls, release_request: ReleaseRequest) -> ReleaseParameters:
@@ -54,6 +71,8 @@ class ReleaseParameters:
             (data or {}).get("algorithm") or "optimal",
             (data or {}).get("levels") or None,
             (data or {}).get("earlier_releases") or (),
+            (data or {}).get("weights") or None,
+            (data or {}).get("level_limits") or None,
         )
 
     def to_json(self) -> dict:
@@ -66,7 +85,24 @@ class ReleaseParameters:
         }
         if self.earlier_releases:
             out["earlier_releases"] = list(self.earlier_releases)
+        if self.weights:
+            out["weights"] = dict(self.weights)
+        if self.level_limits:
+            out["level_limits"] = {k: list(v) for k, v in self.level_limits.items()}
         return out
 
     def with_levels(self, levels: dict[str, int] | None) -> ReleaseParameters:
-        return ReleaseParameters(self.model, self.algorithm, levels, self.earlier_releases)
+        return ReleaseParameters(
+            self.model,
+            self.algorithm,
+            levels,
+            self.earlier_releases,
+            self.weights,
+            self.level_limits,
+        )
+
+    def min_levels(self) -> dict[str, int]:
+        return {k: lo for k, (lo, _) in (self.level_limits or {}).items() if lo is not None}
+
+    def max_levels(self) -> dict[str, int]:
+        return {k: hi for k, (_, hi) in (self.level_limits or {}).items() if hi is not None}

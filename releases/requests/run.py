@@ -112,6 +112,10 @@ def engine_config(
         sensitive_hierarchies=sensitive_hierarchies,
         algorithm=cast(Algorithm, params.algorithm),
         levels=params.levels,
+        # Only the snapshot's quasi-identifiers (a column retagged since is not one).
+        weights={k: v for k, v in (params.weights or {}).items() if k in hierarchies},
+        min_levels={k: v for k, v in params.min_levels().items() if k in hierarchies},
+        max_levels={k: v for k, v in params.max_levels().items() if k in hierarchies},
     )
 
 

@@ -18,13 +18,15 @@ from django.db.models.functions import StrIndex
 from django.http import Http404
 from django.utils.http import urlencode
 
-from releases.background import outbox
+from releases.background import leases, outbox
 from releases.core import figures, roles
 from releases.engine import EngineError, PrivacyModel
 from releases.engine.criteria import DataContext
 from releases.models import (
     UNCHANGED_ROLES,
+    AttackerFile,
     Dataset,
+    DatasetColumn,
     EquivalenceClass,
     ReleaseFile,
     ReleaseRequest,
@@ -97,13 +99,21 @@ def current_approvals(release_request: ReleaseRequest) -> QuerySet[Review]:
     ).select_related("reviewer")
 
 
-def status_flags(release_request: ReleaseRequest) -> dict[str, bool]:
+def status_flags(release_request: ReleaseRequest) -> dict[str, Any]:
     """What the pages show of a request's state, from the lifecycle table (templates do not
-    re-derive it): its run is under way (the page polls it), or it ended without a release."""
+    re-derive it): its run is under way (the page polls it), or it ended without a release; and
+    when its worker stopped, when the sweeper will have retried it (``stalled``)."""
     return {
         "run_under_way": rules.run_under_way(release_request),
         "ended_unreleased": rules.ended_unreleased(release_request),
+        "stalled": stalled(release_request),
     }
+
+
+def stalled(work: ReleaseRequest | Reproduction | AttackerFile) -> leases.Stall | None:
+    """A run, reproduction or linkage whose worker stopped (its lease lapsed) and that the
+    sweeper has yet to retry: when it will have, instead of the dead worker's last progress."""
+    return leases.stall(work) if work.state == work.State.RUNNING else None
 
 
 def waiting_for_queue(release_request: ReleaseRequest) -> bool:
@@ -284,10 +294,16 @@ def quasi_identifier_levels(release_request: ReleaseRequest, with_examples: bool
     loss = (summary.get("metrics") or {}).get("loss_per_attribute") or {}
     examples = summary.get("examples") or {} if with_examples else {}
     sources = {q["name"]: q for q in release_request.config.get("quasi_identifiers", [])}
+    # The utility controls the search ran under (none: equal weights, every level allowed).
+    utility = summary.get("utility") or {}
+    weights = utility.get("weights") or {}
+    limits = utility.get("level_limits") or {}
     return [
         {
             "name": name,
             "level": levels.get(name),
+            "weight": weights.get(name, 0.5) if weights else None,
+            "limits": limits.get(name),
             "top": heights[name] - 1,
             "height": heights[name],
             "loss": loss.get(name),
@@ -506,6 +522,11 @@ def identifiers_released_unchanged(dataset: Dataset) -> list:
         for c in dataset.columns.all()
         if c.suggested_role == Role.IDENTIFIER and c.role in UNCHANGED_ROLES
     ]
+
+
+def quasi_identifier_columns(dataset: Dataset) -> QuerySet[DatasetColumn]:
+    """The dataset's quasi-identifiers, in the file's order (the utility controls' rows)."""
+    return dataset.columns.filter(role=Role.QUASI_IDENTIFIER).order_by("position")
 
 
 def filename_stem(release_request: ReleaseRequest) -> str:

@@ -47,6 +47,7 @@ def dataset_detail(request: HttpRequest, dataset_id: int) -> HttpResponse:
         history_page=request.GET.get("history"),
     )
     context["waiting_for_queue"] = dataset_selectors.waiting_for_queue(dataset)
+    context["stalled"] = dataset_selectors.stalled(dataset)
     return render(request, "releases/dataset_detail.html", context)
 
 

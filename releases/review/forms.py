@@ -10,6 +10,7 @@ from releases.models import Review
 from releases.requests.forms import offer
 from releases.requests.selectors import recipient_choices, recipient_group_choices
 from releases.requests.services import Additions
+from releases.review.audit_trail import TrailFilter
 
 
 class ReviewForm(forms.Form):
@@ -76,3 +77,26 @@ class ReviewForm(forms.Form):
                 "The cross-release check fails: write why you accept it to approve.",
             )
         return data
+
+
+class AuditTrailForm(forms.Form):
+    """Which part of the audit trail: a date range and, optionally, one dataset's number."""
+
+    since = forms.DateField(
+        label="From", required=False, widget=forms.DateInput(attrs={"type": "date"})
+    )
+    until = forms.DateField(
+        label="Until (included)", required=False, widget=forms.DateInput(attrs={"type": "date"})
+    )
+    dataset = forms.IntegerField(label="Dataset number", required=False, min_value=1)
+
+    def clean(self):
+        data = super().clean()
+        since, until = data.get("since"), data.get("until")
+        if since and until and since > until:
+            self.add_error("until", "The end of the range is before its start.")
+        return data
+
+    def chosen(self) -> TrailFilter:
+        data = self.cleaned_data
+        return TrailFilter(data.get("since"), data.get("until"), data.get("dataset"))

@@ -22,6 +22,7 @@ from releases.requests.selectors import (
     round_files,
     size_chart,
     smallest_class_allowed,
+    stalled,
     status_flags,
     terms_acceptance,
 )
@@ -160,6 +161,7 @@ def activity_page(user, release_request: ReleaseRequest, page_number=None) -> Pa
 def request_page(user, release_request: ReleaseRequest, events_page=None) -> dict:
     """What the officer's and the requesting steward's page shows (the original included)."""
     summary = release_request.summary or {}
+    reproduction = latest_reproduction(release_request)
     buttons = rules.buttons(user, release_request)
     kind = kinds.of(release_request)
     return {
@@ -187,7 +189,8 @@ def request_page(user, release_request: ReleaseRequest, events_page=None) -> dic
         "files": round_files(release_request),
         "terms_accepted": terms_acceptance(user, release_request),
         "recipients": recipient_names(release_request),
-        "reproduction": latest_reproduction(release_request),
+        "reproduction": reproduction,
+        "reproduction_stalled": stalled(reproduction) if reproduction else None,
         "xlsx_refusal": summary.get("xlsx_refusal")
         or (package.xlsx_refusal(summary.get("rows_out", 0)) if summary else ""),
     }

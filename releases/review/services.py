@@ -30,7 +30,7 @@ from releases.models import AuditEvent, ReleaseRequest, Review
 from releases.requests import downloads, kinds, package, rules
 from releases.requests import services as requests
 from releases.requests.selectors import filename_stem, get_request_for, round_files
-from releases.review import report
+from releases.review import audit_trail, report
 from releases.review.rules import required_approvals
 
 logger = logging.getLogger(__name__)
@@ -251,3 +251,16 @@ def download_report(user, request_id: int) -> tuple[str, bytes]:
     audit.record(AuditEvent.Action.DOWNLOAD, user, request=release_request, file="report")
     data = json.dumps(content, indent=2, ensure_ascii=False).encode("utf-8")
     return f"{filename_stem(release_request)}-report.json", data
+
+
+def export_audit_trail(user, chosen, fmt: str):
+    """The audit trail as ``fmt`` ("csv" or "json"), for an officer: the export is itself
+    audited (who took which part of the log); returns (file name, streamed chunks)."""
+    audit_trail.check_see_trail(user)
+    if fmt not in ("csv", "json"):
+        raise InvalidInput("Export the audit trail as CSV or JSON.")
+    with transaction.atomic():
+        audit.record(AuditEvent.Action.AUDIT_EXPORT, user, format=fmt, part=chosen.describe())
+    stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
+    chunks = audit_trail.csv_chunks(chosen) if fmt == "csv" else audit_trail.json_chunks(chosen)
+    return f"audit-trail-{stamp}.{fmt}", chunks

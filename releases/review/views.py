@@ -10,7 +10,7 @@ import io
 from django.contrib import messages
 from django.core.exceptions import PermissionDenied
 from django.core.paginator import Paginator
-from django.http import FileResponse, HttpRequest, HttpResponse
+from django.http import FileResponse, HttpRequest, HttpResponse, StreamingHttpResponse
 from django.http.response import HttpResponseBase
 from django.shortcuts import redirect, render
 from django.urls import reverse
@@ -26,8 +26,9 @@ from releases.requests import downloads, history, kinds, rules
 from releases.requests import selectors as request_selectors
 from releases.requests import services as requests
 from releases.requests.forms import ResubmitForm, RevokeForm
-from releases.review import selectors, services
-from releases.review.forms import ReviewForm
+from releases.requests.parameters import ReleaseParameters
+from releases.review import audit_trail, selectors, services
+from releases.review.forms import AuditTrailForm, ReviewForm
 
 
 def _classes_context(request: HttpRequest, release_request: ReleaseRequest) -> dict:
@@ -66,6 +67,7 @@ def _request_context(request: HttpRequest, release_request: ReleaseRequest, **ex
             initial=ResubmitForm.initial_from(release_request),
             dataset=release_request.dataset,
             request_id=release_request.pk,
+            current=ReleaseParameters.of(release_request),
         )
     if context["summary"]:
         context.update(_classes_context(request, release_request))
@@ -311,3 +313,46 @@ def home(request: HttpRequest) -> HttpResponse:
     if roles.is_recipient(user):
         context["approved"] = request_selectors.releases_for(user)[:10]
     return render(request, "releases/home.html", context)
+
+
+@require_GET
+def audit_trail_page(request: HttpRequest) -> HttpResponse:
+    """The officers' audit trail: a date range (and a dataset), newest first, a page at a time."""
+    audit_trail.check_see_trail(request.user)
+    form = AuditTrailForm(request.GET or None)
+    chosen = form.chosen() if form.is_bound and form.is_valid() else audit_trail.TrailFilter()
+    status = 400 if form.is_bound and form.errors else 200
+    query = request.GET.copy()
+    query.pop("page", None)
+    return render(
+        request,
+        "releases/audit_trail.html",
+        {
+            "form": form,
+            "events": audit_trail.trail_page(request.user, chosen, request.GET.get("page")),
+            "filter_query": f"{query.urlencode()}&" if query else "",
+        },
+        status=status,
+    )
+
+
+@require_POST
+def audit_trail_export(request: HttpRequest) -> HttpResponseBase:
+    """The chosen part of the trail as CSV or JSON, streamed (the export is audited)."""
+    audit_trail.check_see_trail(request.user)
+    form = AuditTrailForm(request.POST)
+    if not form.is_valid():
+        return error_page(
+            request, " ".join(str(e) for errs in form.errors.values() for e in errs), 400
+        )
+    try:
+        name, chunks = services.export_audit_trail(
+            request.user, form.chosen(), request.POST.get("format", "csv")
+        )
+    except InvalidInput as exc:
+        return error_page(request, str(exc), 400)
+    response = StreamingHttpResponse(
+        chunks, content_type="text/csv" if name.endswith(".csv") else "application/json"
+    )
+    response["Content-Disposition"] = f'attachment; filename="{name}"'
+    return response

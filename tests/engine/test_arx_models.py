@@ -1,4 +1,4 @@
-"""k-map and δ-presence on Adult give ARX 3.9.2's optima.
+"""k-map, δ-presence, attribute weights and level limits on Adult give ARX 3.9.2's optima.
 
 The expected figures are ARX's own output, stored by ``bench/arx_compare.py --arx`` under
 ``bench/arx/results/`` (the harness ``bench/arx/Harness.java`` runs ARX built from its source):
@@ -47,11 +47,15 @@ def configure(case: dict, hierarchies, rows, levels=None) -> AnonymizationConfig
             "population": case.get("population"),
         }
     )
+    limits = case.get("level_limits") or {}
     return AnonymizationConfig(
         quasi_identifiers={q: hierarchies[q] for q in case["qis"]},
         model=model,
         research_subset=None if rows is None else ResearchSubset(rows),
         levels=levels,
+        weights=dict(case.get("weights") or {}),
+        min_levels={q: lo for q, (lo, _) in limits.items()},
+        max_levels={q: hi for q, (_, hi) in limits.items()},
     )
 
 
@@ -123,6 +127,35 @@ def test_the_optimum_is_arxs(adult, adult_hierarchies, name):
             fails |= sizes < criterion["k"]
     assert int(sizes[fails].sum()) == result.suppressed
     assert sorted(released.index) == sorted(sizes.index[~fails])
+    for q, (low, high) in (case.get("level_limits") or {}).items():
+        assert low <= result.levels[q] <= high
+
+
+def weighted_loss(per_attribute: dict[str, float], weights: dict[str, float]) -> float:
+    """ARX's weighted Loss written out: weights divided by the largest (0.5 when not given),
+    then prod_i (w_i * loss_i + 1)^(1/d) - 1."""
+    given = {q: weights.get(q, 0.5) for q in per_attribute}
+    top = max(given.values())
+    product = 1.0
+    for q, value in per_attribute.items():
+        product *= (given[q] / top * value + 1) ** (1 / len(per_attribute))
+    return product - 1
+
+
+@pytest.mark.parametrize("name", [c for c in SAME if stored(c).get("weights")])
+def test_weights_choose_the_optimum_of_the_weighted_loss(adult, adult_hierarchies, name):
+    case = stored(name)
+    weighted = anonymize(adult, configure(case, adult_hierarchies, None))
+    shown = weighted.metrics["loss"]
+    assert shown == pytest.approx(
+        weighted_loss(weighted.metrics["loss_per_attribute"], case["weights"]), abs=1e-12
+    )
+    assert weighted.report()["utility"]["weights"] == case["weights"]
+    # The optimum without weights, judged by the weighted Loss, is no better.
+    plain = anonymize(adult, configure({**case, "weights": {}}, adult_hierarchies, None))
+    assert plain.levels != weighted.levels
+    again = anonymize(adult, configure(case, adult_hierarchies, None, levels=plain.levels))
+    assert again.metrics["loss"] > shown
 
 
 def test_the_research_subset_matched_by_content_gives_the_same_release(adult, adult_hierarchies):

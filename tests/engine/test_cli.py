@@ -523,12 +523,54 @@ def test_fixed_levels_on_the_command_line(tmp_path):
         ),
         (["--qi", "age", "--delta-disclosure", "1"], "needs at least one sensitive attribute"),
         (["--qi", "age", "--k", "2", "--levels", "zip=1"], "'zip', which is not a quasi"),
+        (["--qi", "age", "--k", "2", "--weights", "age=heavy"], "weight of 'age' must be"),
+        (["--qi", "age", "--k", "2", "--weights", "age=-1"], "0 or more"),
+        (["--qi", "age", "--k", "2", "--weights", "city=1"], "'city', which is not a quasi"),
+        (["--qi", "age", "--k", "2", "--level-limits", "age=1"], "MIN:MAX"),
+        (["--qi", "age", "--k", "2", "--level-limits", "age=2:1"], "above its maximum"),
+        (["--qi", "age", "--k", "2", "--level-limits", "age=0:9"], "between 0 and"),
+        (
+            ["--qi", "age", "--k", "2", "--level-limits", "age=0:1", "--algorithm", "mondrian"],
+            "Level limits apply to the optimal search",
+        ),
     ],
 )
 def test_model_option_errors(tmp_path, args, message):
     inp = write_csv(people(60), tmp_path / "in.csv")
     status, _, stderr = call([inp, "--out", tmp_path / "o.csv", *args])
     assert status == 2 and message in stderr, stderr
+
+
+def test_weights_and_level_limits_give_arxs_optimum_on_adult(tmp_path):
+    """The stored ARX 3.9.2 result of the same case (bench/arx_compare.py), through the
+    command line; k checked on the written file with a pandas group-by."""
+    case = json.loads(
+        (ROOT / "bench/arx/results/adult-k-anonymity-weights-and-limits.json").read_text()
+    )
+    qis = case["qis"]
+    out, rep = tmp_path / "out.csv", tmp_path / "r.json"
+    weights = ",".join(f"{q}={w}" for q, w in case["weights"].items())
+    limits = ",".join(f"{q}={lo}:{hi}" for q, (lo, hi) in case["level_limits"].items())
+    status, _, stderr = call(
+        [
+            ADULT / "adult.csv",
+            "--out", out, "--report", rep,
+            "--qi", *[f"{q}={ADULT / f'adult_hierarchy_{q}.csv'}" for q in qis],
+            "--k", str(case["criteria"][0]["k"]),
+            "--suppression-limit", str(case["suppression_limit"]),
+            "--weights", weights, "--level-limits", limits,
+        ]
+    )  # fmt: skip
+    assert status == 0, stderr
+    report = json.loads(rep.read_text())
+    assert report["levels"] == case["arx"]["levels"]
+    assert report["suppressed"] == case["arx"]["suppressed"]
+    assert report["metrics"]["loss"] == pytest.approx(case["arx"]["loss"], abs=1e-9)
+    assert report["utility"]["weights"] == case["weights"]
+    assert report["utility"]["level_limits"] == case["level_limits"]
+    released = pd.read_csv(out, sep=";", dtype=str, keep_default_na=False)
+    assert released.groupby(qis).size().min() >= case["criteria"][0]["k"]
+    assert len(released) == 30162 - case["arx"]["suppressed"]
 
 
 def test_help_lists_every_model_option(capsys):

@@ -215,24 +215,33 @@ class BruteForce:
             self._shares[(q, lv)] = {lab: labels.count(lab) / len(rows) for lab in set(labels)}
         return self._shares[(q, lv)]
 
-    def loss(self, node, suppressed_mask: np.ndarray) -> float:
+    def loss(self, node, suppressed_mask: np.ndarray, weights=None) -> float:
+        # ARX's weights: 0.5 when not given, divided by the largest.
+        given = {q: (weights or {}).get(q, 0.5) for q in QIS}
+        top = max(given.values()) if weights else 0
+        w = {q: given[q] / top if top > 0 else 1.0 for q in QIS}
         values = []
         gen = self.generalized(node)
         for q, lv in zip(QIS, node, strict=True):
             kept = gen[q][~suppressed_mask].map(self.share(q, lv)).sum()
             total = kept + suppressed_mask.sum()
             low = self.n / len(self.h[q].rows)
-            values.append(max(0.0, (total - low) / (self.n - low)))
+            values.append(w[q] * max(0.0, (total - low) / (self.n - low)))
         return float(np.prod([(v + 1) ** (1 / len(values)) for v in values]) - 1)
 
-    def optimum(self, model: PrivacyModel, sensitive: list[str]):
+    def optimum(self, model: PrivacyModel, sensitive: list[str], weights=None, limits=None):
         limit = math.floor(model.suppression_limit * self.n + 1e-9)
         best = None
         for node in self.nodes:
+            if limits and any(
+                not limits.get(q, (0, 99))[0] <= lv <= limits.get(q, (0, 99))[1]
+                for q, lv in zip(QIS, node, strict=True)
+            ):
+                continue
             suppressed_mask = self.failing_rows(node, model, sensitive)
             if suppressed_mask.sum() > limit:
                 continue
-            loss = self.loss(node, suppressed_mask)
+            loss = self.loss(node, suppressed_mask, weights)
             key = (loss, sum(node), node)
             if (
                 best is None
@@ -333,6 +342,31 @@ def test_optimal_search_matches_brute_force(brute, name, limit):
     assert result.suppressed == expected[3]
     assert result.metrics["loss"] == pytest.approx(expected[0], abs=1e-9)
     assert result.heuristic is False
+
+
+@pytest.mark.parametrize(
+    ("weights", "limits"),
+    [
+        ({QIS[0]: 1.0, QIS[1]: 0.1}, {}),
+        ({QIS[-1]: 0.0, QIS[0]: 0.3}, {QIS[0]: (1, 2), QIS[-1]: (0, 1)}),
+        ({}, {QIS[1]: (1, 1)}),
+    ],
+)
+def test_weights_and_level_limits_match_brute_force(brute, weights, limits):
+    model = PrivacyModel(k=4, suppression_limit=0.04)
+    expected = brute.optimum(model, [], weights, limits)
+    config = AnonymizationConfig(
+        quasi_identifiers=brute.h,
+        model=model,
+        identifiers=["name"],
+        weights=weights,
+        min_levels={q: lo for q, (lo, _) in limits.items()},
+        max_levels={q: hi for q, (_, hi) in limits.items()},
+    )
+    result = anonymize(brute.data, config)
+    assert tuple(result.levels[q] for q in QIS) == expected[2]
+    assert result.suppressed == expected[3]
+    assert result.metrics["loss"] == pytest.approx(expected[0], abs=1e-9)
 
 
 def test_pruning_evaluates_fewer_transformations_than_the_lattice(brute):
