@@ -102,10 +102,13 @@ def cause(started_at, heartbeat_at) -> str:
     if started_at and heartbeat_at and (heartbeat_at - started_at).total_seconds() >= hard - 5:
         return f"it ran past the time limit (TASK_TIME_LIMIT, {hard:.0f} s)"
     if started_at and heartbeat_at:
-        return "it most likely ran out of memory, or its machine was restarted"
+        return (
+            "it most likely ran out of memory, lost its database connection, or its machine "
+            "was restarted"
+        )
     return (
-        "it most likely ran out of memory or past the time limit (TASK_TIME_LIMIT), or its "
-        "machine was restarted"
+        "it most likely ran out of memory or past the time limit (TASK_TIME_LIMIT), lost its "
+        "database connection, or its machine was restarted"
     )
 
 
