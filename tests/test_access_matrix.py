@@ -58,20 +58,24 @@ def attach_city_hierarchy(steward, dataset) -> None:
     datasets.set_hierarchy_file(steward, dataset, city.pk, upload)
 
 
+#: The marked dataset's roles (the API's matrix uses the same world).
+MARKED_TAGGING = {
+    "name": Role.IDENTIFIER,
+    "email": Role.WITHHELD,
+    "city": Role.QUASI_IDENTIFIER,
+    "age": Role.QUASI_IDENTIFIER,
+    "sex": Role.QUASI_IDENTIFIER,
+    "diagnosis": Role.SENSITIVE,
+    "visits": Role.INSENSITIVE,
+}
+
+
 @pytest.fixture(scope="module")
 def marked(django_db_setup, django_db_blocker):
     with world_support.world(
         django_db_blocker,
         content=marked_csv(),
-        tagging={
-            "name": Role.IDENTIFIER,
-            "email": Role.WITHHELD,
-            "city": Role.QUASI_IDENTIFIER,
-            "age": Role.QUASI_IDENTIFIER,
-            "sex": Role.QUASI_IDENTIFIER,
-            "diagnosis": Role.SENSITIVE,
-            "visits": Role.INSENSITIVE,
-        },
+        tagging=MARKED_TAGGING,
         prepare=attach_city_hierarchy,
     ) as made:
         yield made

@@ -20,7 +20,13 @@ from tests.support import factories
 from tests.support import world as world_support
 from tests.support.api import client_for, token_for
 from tests.support.workflow import request_release, run, tag
-from tests.test_access_matrix import MARKER_STEMS, _set_state, attach_city_hierarchy, marked_csv
+from tests.test_access_matrix import (
+    MARKED_TAGGING,
+    MARKER_STEMS,
+    _set_state,
+    attach_city_hierarchy,
+    marked_csv,
+)
 
 State = ReleaseRequest.State
 pytestmark = pytest.mark.django_db
@@ -39,15 +45,7 @@ def marked(django_db_setup, django_db_blocker):
     with world_support.world(
         django_db_blocker,
         content=marked_csv(),
-        tagging={
-            "name": Role.IDENTIFIER,
-            "email": Role.WITHHELD,
-            "city": Role.QUASI_IDENTIFIER,
-            "age": Role.QUASI_IDENTIFIER,
-            "sex": Role.QUASI_IDENTIFIER,
-            "diagnosis": Role.SENSITIVE,
-            "visits": Role.INSENSITIVE,
-        },
+        tagging=MARKED_TAGGING,
         prepare=attach_city_hierarchy,
     ) as made:
         yield made

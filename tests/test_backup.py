@@ -10,6 +10,7 @@ environment of another install (its own database and MEDIA_ROOT); the refusals r
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import sqlite3
 import subprocess
@@ -47,20 +48,9 @@ def media_files(root: Path) -> dict[str, bytes]:
 
 
 def take_backup(target: Path) -> str:
-    out = StringOut()
+    out = io.StringIO()
     call_command("backup", str(target), stdout=out, stderr=out)
-    return out.text
-
-
-class StringOut:
-    def __init__(self) -> None:
-        self.text = ""
-
-    def write(self, text: str) -> None:
-        self.text += text
-
-    def flush(self) -> None:
-        pass
+    return out.getvalue()
 
 
 @pytest.fixture

@@ -65,54 +65,49 @@ class BrokenLink:
     problem: str
 
 
+def in_batches(events: QuerySet[AuditEvent], batch: int) -> Iterator[list[AuditEvent]]:
+    """``events`` in the log's order, ``batch`` at a time (by id, so memory stays bounded
+    however long the log is)."""
+    last = 0
+    while True:
+        rows = list(events.filter(id__gt=last).order_by("id")[:batch])
+        if not rows:
+            return
+        yield rows
+        last = rows[-1].pk
+
+
 def verify_chain(batch: int = 5000) -> tuple[int, BrokenLink | None]:
     """Walk the log in order, a batch at a time (bounded memory): the number of events checked
     and the first broken link, or None."""
     checked = 0
     prev = ""
     prev_id: int | None = None
-    for row in _rows(batch):
-        event_id, created_at, actor_id, action, dataset_ref, request_ref, detail, link, digest = row
-        if link != prev:
-            where = "the first event" if prev_id is None else f"event #{prev_id}"
-            return checked, BrokenLink(
-                event_id,
-                f"event #{event_id} does not follow {where}: an event between them was deleted "
-                "or inserted, or the earlier one was changed",
+    for rows in in_batches(AuditEvent.objects.all(), batch):
+        for event in rows:
+            if event.prev_hash != prev:
+                where = "the first event" if prev_id is None else f"event #{prev_id}"
+                return checked, BrokenLink(
+                    event.pk,
+                    f"event #{event.pk} does not follow {where}: an event between them was "
+                    "deleted or inserted, or the earlier one was changed",
+                )
+            expected = event_digest(
+                event.prev_hash,
+                event.created_at,
+                event.actor_id,
+                event.action,
+                event.dataset_ref,
+                event.request_ref,
+                event.detail,
             )
-        expected = event_digest(
-            link, created_at, actor_id, action, dataset_ref, request_ref, detail
-        )
-        if digest != expected:
-            return checked, BrokenLink(
-                event_id, f"event #{event_id} was changed after it was written"
-            )
-        checked += 1
-        prev, prev_id = digest, event_id
+            if event.hash != expected:
+                return checked, BrokenLink(
+                    event.pk, f"event #{event.pk} was changed after it was written"
+                )
+            checked += 1
+            prev, prev_id = event.hash, event.pk
     return checked, None
-
-
-def _rows(batch: int) -> Iterator[tuple]:
-    fields = (
-        "id",
-        "created_at",
-        "actor_id",
-        "action",
-        "dataset_ref",
-        "request_ref",
-        "detail",
-        "prev_hash",
-        "hash",
-    )
-    last = 0
-    while True:
-        rows = list(
-            AuditEvent.objects.filter(id__gt=last).order_by("id").values_list(*fields)[:batch]
-        )
-        if not rows:
-            return
-        yield from rows
-        last = rows[-1][0]
 
 
 def events_for_request(release_request: ReleaseRequest) -> QuerySet[AuditEvent]:

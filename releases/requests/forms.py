@@ -3,6 +3,7 @@ privacy models), who receives a release and on which terms, a resubmission, a re
 
 from __future__ import annotations
 
+import dataclasses
 from decimal import Decimal
 from typing import Any, cast
 
@@ -315,13 +316,8 @@ class ProtectionMixin:
     def protected_parameters(self, params: ReleaseParameters) -> ReleaseParameters:
         if not protecting(params.model):
             return params
-        return ReleaseParameters(
-            params.model,
-            params.algorithm,
-            params.levels,
-            [r.pk for r in self.earlier_extracts],
-            params.weights,
-            params.level_limits,
+        return dataclasses.replace(
+            params, earlier_releases=tuple(r.pk for r in self.earlier_extracts)
         )
 
 
@@ -410,14 +406,7 @@ class UtilityMixin:
             c.name: (data.get(f"min-level-{c.pk}"), data.get(f"max-level-{c.pk}"))
             for c in self.utility_columns
         }
-        return ReleaseParameters(
-            params.model,
-            params.algorithm,
-            params.levels,
-            params.earlier_releases,
-            weights or None,
-            limits,
-        )
+        return dataclasses.replace(params, weights=weights or None, level_limits=limits)
 
 
 class ReleaseRequestForm(JustificationsMixin, ProtectionMixin, UtilityMixin, ModelForm):

@@ -4,6 +4,7 @@ utility controls (attribute weights, level limits)."""
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import Any
 
@@ -92,14 +93,7 @@ class ReleaseParameters:
         return out
 
     def with_levels(self, levels: dict[str, int] | None) -> ReleaseParameters:
-        return ReleaseParameters(
-            self.model,
-            self.algorithm,
-            levels,
-            self.earlier_releases,
-            self.weights,
-            self.level_limits,
-        )
+        return dataclasses.replace(self, levels=levels)
 
     def min_levels(self) -> dict[str, int]:
         return {k: lo for k, (lo, _) in (self.level_limits or {}).items() if lo is not None}

@@ -18,7 +18,7 @@ from django.core.paginator import Page, Paginator
 from django.db.models import QuerySet
 from django.utils import timezone
 
-from releases.core import roles
+from releases.core import audit, roles
 from releases.engine.export import neutralise_formulas
 from releases.models import AuditEvent
 
@@ -105,13 +105,8 @@ def _row(event: AuditEvent) -> dict[str, Any]:
 
 
 def _batches(chosen: TrailFilter) -> Iterator[list[dict[str, Any]]]:
-    last = 0
-    while True:
-        batch = list(events(chosen).filter(id__gt=last).order_by("id")[:EXPORT_BATCH])
-        if not batch:
-            return
+    for batch in audit.in_batches(events(chosen), EXPORT_BATCH):
         yield [_row(e) for e in batch]
-        last = batch[-1].pk
 
 
 def csv_chunks(chosen: TrailFilter) -> Iterator[bytes]:
