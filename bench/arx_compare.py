@@ -21,6 +21,7 @@ significance levels and population sizes (``bench/arx/results/k-map-derived-k.js
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import subprocess
 import sys
@@ -117,6 +118,32 @@ CASES: dict[str, dict[str, Any]] = {
         "weights": {"age": 0.2, "marital-status": 1.0, "sex": 1.0, "salary-class": 0.8},
         "level_limits": {"education": [1, 2], "native-country": [0, 1]},
     },
+    # Microaggregation of age (ARX without clustering: the other quasi-identifiers form the
+    # classes, age is replaced by its class's aggregate); ARX's released table is compared too.
+    "adult-microaggregation-mean": {
+        "qis": QIS,
+        "suppression_limit": 0.05,
+        "criteria": [{"model": "k-anonymity", "k": 5}],
+        "microaggregate": {"age": "mean"},
+    },
+    "adult-microaggregation-interval": {
+        "qis": QIS,
+        "suppression_limit": 0.02,
+        "criteria": [{"model": "k-anonymity", "k": 10}],
+        "microaggregate": {"age": "interval"},
+    },
+    "adult-microaggregation-median": {
+        "qis": QIS,
+        "suppression_limit": 0.05,
+        "criteria": [{"model": "k-anonymity", "k": 5}],
+        "microaggregate": {"age": "median"},
+    },
+    "adult-microaggregation-mode": {
+        "qis": QIS,
+        "suppression_limit": 0.05,
+        "criteria": [{"model": "k-anonymity", "k": 5}],
+        "microaggregate": {"age": "mode"},
+    },
     # Where the engine departs from ARX on purpose: with a minimal class size (k-anonymity),
     # ARX checks it first and ignores δ-presence on the population's classes without a
     # released row, so its optimum leaves people of the population whose class is absent from
@@ -180,7 +207,38 @@ def harness_arguments(case: dict[str, Any], subset_file: Path | None) -> list[st
     if case.get("level_limits"):
         limits = case["level_limits"].items()
         args += ["--level-limits", ",".join(f"{q}={lo}:{hi}" for q, (lo, hi) in limits)]
+    if case.get("microaggregate"):
+        functions = case["microaggregate"].items()
+        args += ["--microaggregate", ",".join(f"{q}={f}" for q, f in functions)]
     return args
+
+
+def released_summary(released: pd.DataFrame, case: dict[str, Any]) -> dict[str, Any]:
+    """What a released table (every input row in input order, a suppressed one with "*" in
+    each quasi-identifier, as ARX writes it) says of its microaggregated columns: the SHA-256
+    of the whole table (';'-joined lines) and, per microaggregated column, the value of each
+    class (the other quasi-identifiers' released values, '|'-joined)."""
+    lines = released.astype(str).agg(";".join, axis=1)
+    digest = hashlib.sha256("\n".join(lines).encode()).hexdigest()
+    micro = case["microaggregate"]
+    others = [q for q in case["qis"] if q not in micro]
+    keys = released[others].astype(str).agg("|".join, axis=1)
+    values: dict[str, dict[str, str]] = {}
+    for column in micro:
+        pairs = pd.DataFrame({"key": keys, "value": released[column]}).drop_duplicates()
+        if pairs["key"].duplicated().any():
+            raise ValueError(f"a class of the release holds two values of {column!r}")
+        values[column] = dict(sorted(zip(pairs["key"], pairs["value"], strict=True)))
+    return {"sha256": digest, "aggregates": values}
+
+
+def full_release(adult: pd.DataFrame, case: dict[str, Any], result: Any) -> pd.DataFrame:
+    """The engine's extract laid out as ARX writes its output: every input row in order, the
+    suppressed ones with "*" in each quasi-identifier."""
+    out = adult.copy()
+    out[case["qis"]] = "*"
+    out.iloc[result.source_rows] = result.data[list(adult.columns)].to_numpy()
+    return out
 
 
 def run_arx(name: str, case: dict[str, Any]) -> dict[str, Any]:
@@ -192,10 +250,19 @@ def run_arx(name: str, case: dict[str, Any]) -> dict[str, Any]:
             subset_file = Path(tmp) / "subset.csv"
             adult[rows].to_csv(subset_file, sep=";", index=False)
         args = harness_arguments(case, subset_file)
+        output_file = Path(tmp) / "output.csv"
+        if case.get("microaggregate"):
+            args += ["--output", str(output_file)]
         out = subprocess.run(
             [str(RUN), *args], cwd=ROOT, check=True, capture_output=True, text=True
         ).stdout
-    arx = json.loads(out)
+        arx = json.loads(out)
+        if case.get("microaggregate"):
+            written = pd.read_csv(output_file, sep=";", dtype=str, keep_default_na=False)
+            arx["released"] = released_summary(written, case)
+    arx["arguments"] = [a for a in arx["arguments"] if a != str(output_file)]
+    if case.get("microaggregate"):
+        arx["arguments"].remove("--output")
     arx["arguments"] = [
         a if subset_file is None else a.replace(str(subset_file), "SUBSET.csv")
         for a in arx["arguments"]
@@ -225,9 +292,14 @@ def run_ours(case: dict[str, Any]) -> dict[str, Any]:
         weights=dict(case.get("weights") or {}),
         min_levels={q: lo for q, (lo, _) in limits.items()},
         max_levels={q: hi for q, (_, hi) in limits.items()},
+        microaggregate=dict(case.get("microaggregate") or {}),
     )
     result = anonymize(adult, config)
+    released = None
+    if case.get("microaggregate"):
+        released = released_summary(full_release(adult, case, result), case)
     return {
+        "released": released,
         "levels": result.levels,
         "suppressed": result.suppressed,
         "classes": len(result.classes),
@@ -262,8 +334,10 @@ def main() -> int:
         stored = json.loads(path.read_text())
         arx = stored["arx"]
         ours = run_ours(stored)
+        qis = [q for q in stored["qis"] if q not in (stored.get("microaggregate") or {})]
         same = (
-            ours["levels"] == {q: arx["levels"][q] for q in stored["qis"]}
+            ours["levels"] == {q: arx["levels"][q] for q in qis}
+            and ours["released"] == arx.get("released")
             and ours["suppressed"] == arx["suppressed"]
             and ours["classes"] == arx["classes"]
             and round(ours["loss"], 4) == round(arx["loss"], 4)
@@ -273,9 +347,9 @@ def main() -> int:
         verdict = "same" if same else f"differs ({expected})" if expected else "DIFFERENT"
         print(
             f"{name:38} {verdict}: "
-            f"ARX {[arx['levels'][q] for q in stored['qis']]} {arx['suppressed']} suppressed, "
+            f"ARX {[arx['levels'][q] for q in qis]} {arx['suppressed']} suppressed, "
             f"{arx['classes']} classes, Loss {arx['loss']:.4f} | ours "
-            f"{[ours['levels'][q] for q in stored['qis']]} {ours['suppressed']} suppressed, "
+            f"{[ours['levels'][q] for q in qis]} {ours['suppressed']} suppressed, "
             f"{ours['classes']} classes, Loss {ours['loss']:.4f}; "
             f"ARX {arx['milliseconds'] / 1000:.2f} s, ours {ours['seconds']:.2f} s"
         )

@@ -15,6 +15,8 @@ import org.deidentifier.arx.AttributeType;
 import org.deidentifier.arx.AttributeType.Hierarchy;
 import org.deidentifier.arx.Data;
 import org.deidentifier.arx.DataHandle;
+import org.deidentifier.arx.DataType;
+import org.deidentifier.arx.AttributeType.MicroAggregationFunction;
 import org.deidentifier.arx.DataSubset;
 import org.deidentifier.arx.aggregates.StatisticsEquivalenceClasses;
 import org.deidentifier.arx.criteria.DPresence;
@@ -35,6 +37,7 @@ import org.deidentifier.arx.metric.Metric;
  *                  --significance A (--population-size N | --sampling-fraction F))]
  *      [--delta-presence DMIN,DMAX --subset FILE]
  *      [--weights COL=W,...] [--level-limits COL=MIN:MAX,...]
+ *      [--microaggregate COL=mean|median|mode|interval,...] [--output OUT.csv]
  * java Harness --derived-k yes --sample-size N --ks 2,5,... --significances 0.01,...
  *      --population-sizes 30162,301620,...
  * </pre>
@@ -43,6 +46,13 @@ import org.deidentifier.arx.metric.Metric;
  * rows (same header), matched to the population's rows by content (ARX's DataSubset.create);
  * suppressed records, classes and Loss then refer to the subset, as ARX's output view does.
  * Columns that are not quasi-identifiers are insensitive.
+ *
+ * A microaggregated quasi-identifier (--microaggregate) is typed as ARX's Integer and given
+ * the aggregate function (ignoring missing values) without clustering
+ * (DataDefinition.setMicroAggregationFunction(attribute, function)): the other
+ * quasi-identifiers form the classes, and its values are replaced by their class's aggregate.
+ * --output writes the released table (the optimum's output, suppressed records included as
+ * ARX writes them) to OUT.csv with the input's delimiter.
  */
 public class Harness {
 
@@ -95,6 +105,23 @@ public class Harness {
                 if (!bounds[1].isEmpty()) {
                     data.getDefinition().setMaximumGeneralization(pair[0], Integer.parseInt(bounds[1]));
                 }
+            }
+        }
+
+        // Microaggregation: an integer attribute, aggregated within the classes of the others.
+        if (options.containsKey("microaggregate")) {
+            for (String item : options.get("microaggregate").split(",")) {
+                String[] pair = item.split("=", 2);
+                MicroAggregationFunction function;
+                switch (pair[1]) {
+                    case "mean": function = MicroAggregationFunction.createArithmeticMean(); break;
+                    case "median": function = MicroAggregationFunction.createMedian(); break;
+                    case "mode": function = MicroAggregationFunction.createMode(); break;
+                    case "interval": function = MicroAggregationFunction.createInterval(); break;
+                    default: throw new IllegalArgumentException("Unknown function " + pair[1]);
+                }
+                data.getDefinition().setDataType(pair[0], DataType.INTEGER);
+                data.getDefinition().setMicroAggregationFunction(pair[0], function);
             }
         }
 
@@ -162,7 +189,11 @@ public class Harness {
         }
         ARXNode optimum = result.getGlobalOptimum();
         if (optimum != null) {
-            DataHandle output = result.getOutput(optimum, false).getView();
+            DataHandle released = result.getOutput(optimum, false);
+            if (options.containsKey("output")) {
+                released.save(new File(options.get("output")), delimiter);
+            }
+            DataHandle output = released.getView();
             StatisticsEquivalenceClasses classes = output.getStatistics().getEquivalenceClassStatistics();
             int[] levels = optimum.getTransformation();
             String[] names = optimum.getQuasiIdentifyingAttributes();

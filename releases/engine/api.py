@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Mapping
@@ -12,10 +13,19 @@ from numpy.typing import NDArray
 from pandas.api.extensions import ExtensionArray
 
 from . import metrics
-from .arrays import BoolArray, CodeArray, FloatArray, IntArray
+from .arrays import BoolArray, CodeArray, FloatArray, IntArray, ObjectArray
 from .criteria import DataContext, EarlierReleases, Evaluation, PrivacyModel
 from .hierarchy import Hierarchy
 from .lattice import CandidateEntry, EncodedData, SearchResult, Table, pareto_front, search
+from .microaggregation import (
+    NUMERIC_FUNCTIONS,
+    AggregatedColumn,
+    aggregate_classes,
+    column_kind,
+    first_rows,
+)
+from .microaggregation import describe as describe_function
+from .microaggregation import validate as validate_microaggregation
 from .mondrian import anonymize_mondrian
 from .risk import risk_summary
 from .types import (
@@ -153,6 +163,59 @@ def parse_level_limits(text: str) -> tuple[dict[str, int], dict[str, int]]:
     return low, high
 
 
+def _validate_microaggregate(data: pd.DataFrame, config: AnonymizationConfig) -> None:
+    """The microaggregated quasi-identifiers: the optimal search alone, at least one other
+    quasi-identifier to form the classes, no level for them, numbers for mean, median and
+    interval."""
+    micro = config.microaggregate
+    if not micro:
+        return
+    validate_microaggregation(micro, list(config.quasi_identifiers))
+    if config.algorithm != "optimal":
+        raise EngineError("Microaggregation applies to the optimal search, not to Mondrian.")
+    if config.research_subset is not None:
+        raise EngineError("Microaggregation is not available with a research subset.")
+    if config.earlier_releases:
+        raise EngineError("Microaggregation is not available with earlier releases.")
+    if all(q in micro for q in config.quasi_identifiers):
+        raise EngineError(
+            "At least one quasi-identifier must be generalized: the classes are formed by the "
+            "quasi-identifiers that are not microaggregated."
+        )
+    for bounds, what in (
+        (config.levels or {}, "A level"),
+        (config.min_levels, "A level limit"),
+        (config.max_levels, "A level limit"),
+    ):
+        for name in bounds:
+            if name in micro:
+                raise EngineError(
+                    f"{what} is given for {name!r}, which is microaggregated, not generalized."
+                )
+    for name, function in micro.items():
+        if function in NUMERIC_FUNCTIONS and column_kind(
+            [str(v) for v in pd.unique(data[name])]
+        ) is None:
+            raise EngineError(
+                f"Column {name!r} cannot be microaggregated with the "
+                f"{describe_function(function)}: it needs numbers (every value a whole or a "
+                "decimal number, or empty)."
+            )
+
+
+def generalized_config(config: AnonymizationConfig) -> AnonymizationConfig:
+    """``config`` with its microaggregated quasi-identifiers out of the lattice (they keep their
+    place in :attr:`~.AnonymizationConfig.microaggregate`)."""
+    if not config.microaggregate:
+        return config
+    return dataclasses.replace(
+        config,
+        quasi_identifiers={
+            q: h for q, h in config.quasi_identifiers.items() if q not in config.microaggregate
+        },
+    )
+
+
 def validate_config(
     data: pd.DataFrame, config: AnonymizationConfig, check_values: bool = True
 ) -> None:
@@ -261,6 +324,7 @@ def validate_config(
             raise EngineError(
                 f"The minimum level of {name!r} ({lo}) is above its maximum level ({hi})."
             )
+    _validate_microaggregate(data, config)
     for name, weight in config.weights.items():
         if name not in config.quasi_identifiers:
             raise EngineError(f"A weight is given for {name!r}, which is not a quasi-identifier.")
@@ -292,6 +356,8 @@ def anonymize(
     validate_config(data, config, check_values=config.algorithm != "optimal")
     if config.algorithm == "mondrian":
         return anonymize_mondrian(data, config, progress)
+    utility = config.utility()
+    config = generalized_config(config)
 
     model = config.model
     if progress is not None:
@@ -318,10 +384,15 @@ def anonymize(
     # --- the extract: identifiers dropped, suppressed rows removed, QIs generalized
     kept_class = row_class[keep_rows]
     columns: dict[str, object] = {}
+    aggregates = {
+        column.name: _aggregates(column, table, row_class) for column in enc.aggregated
+    }
     for col in data.columns:
         if col in config.identifiers:
             continue
-        if col in config.quasi_identifiers:
+        if col in aggregates:
+            columns[col] = aggregates[col][kept_class]
+        elif col in config.quasi_identifiers:
             i = qis.index(col)
             level = found.levels[i]
             columns[col] = _released_column(
@@ -359,6 +430,7 @@ def anonymize(
     loss_vec = metrics.loss_per_attribute(
         kept_shares, suppressed_shares, suppressed, n, enc.domain_sizes
     )
+    aggregated_loss = enc.aggregated_loss(table, fails)
     heights = {q: config.quasi_identifiers[q].height for q in qis}
     entropy, entropy_max = [], []
     failing_base = np.flatnonzero(fails[base_to_class])
@@ -380,7 +452,7 @@ def anonymize(
         entropy.append(h)
         entropy_max.append(top)
     metric_values = {
-        "loss": float(metrics.loss(loss_vec, enc.weights)),
+        "loss": float(metrics.loss(np.concatenate((loss_vec, aggregated_loss)), enc.weights)),
         "granularity": metrics.granularity((kept_shares + suppressed) / n, 1.0 / enc.domain_sizes),
         "precision": float(
             metrics.precision(found.levels, [heights[q] for q in qis], suppressed, n)
@@ -389,7 +461,13 @@ def anonymize(
         "average_class_size": float(metrics.average_class_size(n - suppressed, len(sizes))),
         "non_uniform_entropy": metrics.normalised_entropy(entropy, entropy_max),
         "non_uniform_entropy_bits": float(sum(entropy)),
-        "loss_per_attribute": {q: float(v) for q, v in zip(qis, loss_vec, strict=True)},
+        "loss_per_attribute": {
+            **{q: float(v) for q, v in zip(qis, loss_vec, strict=True)},
+            **{
+                c.name: float(v)
+                for c, v in zip(enc.aggregated, aggregated_loss, strict=True)
+            },
+        },
     }
 
     before = enc.base.counts[enc.base.counts > 0]
@@ -427,17 +505,36 @@ def anonymize(
         warnings=warnings,
         class_sizes_before=np.asarray(before, dtype=np.int64),
         population_rows=enc.population_rows,
-        utility=config.utility(),
+        utility=utility,
     )
+
+
+def _aggregates(column: AggregatedColumn, table: Table, row_class: IntArray) -> ObjectArray:
+    """The microaggregated column's value of every class of ``table``."""
+    cells = table.aggregated[column.name]
+    first = None
+    if column.function == "mode":  # ties go by the order of the rows (ARX's hash table)
+        key, first = first_rows(column, row_class)
+        if not np.array_equal(key, cells.group * column.domain_size + cells.value):
+            raise EngineError("The classes of the microaggregated column do not match its rows.")
+    values = aggregate_classes(
+        column, cells.group, cells.value, cells.count, len(table.counts), first
+    )
+    return np.array(values, dtype=object)
 
 
 def encode(data: pd.DataFrame, config: AnonymizationConfig) -> tuple[EncodedData, DataContext]:
     """The input encoded for the optimal search (the quasi-identifiers, the sensitive
     attributes, the research subset and, when the model protects them, the earlier releases'
     classes, counted in the subset's rows), and what the privacy models know of it."""
+    config = generalized_config(config)
     model = config.model
     qis = list(config.quasi_identifiers)
     work = pd.DataFrame({c: _as_text(data[c]) for c in qis + list(config.sensitive)})
+    aggregated = [
+        AggregatedColumn.build(name, function, _as_text(data[name]).tolist())
+        for name, function in config.microaggregate.items()
+    ]
     protects = any(isinstance(c, EarlierReleases) for c in model.criteria)
     subset = config.research_subset
     enc = EncodedData.build(
@@ -448,6 +545,7 @@ def encode(data: pd.DataFrame, config: AnonymizationConfig) -> tuple[EncodedData
         track_first=bool(model.dataset_criteria),
         subset=None if subset is None else subset.rows,
         linked=config.earlier_releases if protects else None,
+        aggregated=aggregated,
     )
     enc.weights = loss_weights(config)
     population_size = model.population.size(enc.n) if model.population is not None else None
@@ -455,11 +553,13 @@ def encode(data: pd.DataFrame, config: AnonymizationConfig) -> tuple[EncodedData
 
 
 def loss_weights(config: AnonymizationConfig) -> FloatArray | None:
-    """The quasi-identifiers' weights in the Loss, in their order (None: all equal)."""
+    """The quasi-identifiers' weights in the Loss, in their order, the microaggregated ones
+    last (None: all equal)."""
     if not config.weights:
         return None
+    names = [q for q in config.quasi_identifiers if q not in config.microaggregate]
     return metrics.loss_weights(
-        [float(config.weights.get(q, metrics.DEFAULT_WEIGHT)) for q in config.quasi_identifiers]
+        [float(config.weights.get(q, metrics.DEFAULT_WEIGHT)) for q in names + list(config.microaggregate)]
     )
 
 

@@ -53,6 +53,7 @@ from .arrays import BoolArray, CodeArray, FloatArray, IntArray
 from .criteria import Classes, DataContext, Evaluation, PrivacyModel
 from .errors import EngineError
 from .hierarchy import Hierarchy
+from .microaggregation import AggregatedColumn
 from .privacy import SensitiveCounts
 from .types import SUPPRESSED_VALUE, ProgressCallback
 
@@ -134,6 +135,8 @@ class Table:
     #: Per earlier release, its classes counted within each class (the joint classes; in the
     #: research subset, when there is one).
     linked: dict[str, SensitiveCounts] = field(default_factory=dict)
+    #: Per microaggregated column, its values counted within each class.
+    aggregated: dict[str, SensitiveCounts] = field(default_factory=dict)
 
     @property
     def nbytes(self) -> int:
@@ -145,6 +148,7 @@ class Table:
             + extra
             + sum(s.nbytes for s in self.sensitive.values())
             + sum(s.nbytes for s in self.linked.values())
+            + sum(s.nbytes for s in self.aggregated.values())
         )
 
     def classes(self) -> Classes:
@@ -239,8 +243,11 @@ class EncodedData:
     sensitive_codes: dict[str, IntArray]
     sensitive_labels: dict[str, list[str]]
     population_rows: int | None = None
-    #: The attribute weights of the Loss (:func:`.metrics.loss_weights`); None: all 1.
+    #: The attribute weights of the Loss (:func:`.metrics.loss_weights`), the
+    #: microaggregated columns' last; None: all 1.
     weights: FloatArray | None = None
+    #: The microaggregated columns (:mod:`.microaggregation`), in the Loss after the others.
+    aggregated: list[AggregatedColumn] = field(default_factory=list)
 
     @classmethod
     def build(
@@ -252,6 +259,7 @@ class EncodedData:
         track_first: bool = False,
         subset: BoolArray | None = None,
         linked: Mapping[str, IntArray] | None = None,
+        aggregated: Sequence[AggregatedColumn] = (),
     ) -> EncodedData:
         """Encode ``data``; ``track_first``: remember each class's first input row (ARX orders
         classes of equal size by it when a dataset criterion suppresses some); ``subset``: the
@@ -327,6 +335,15 @@ class EncodedData:
             name: _linked_counts(name, np.asarray(membership), row_class, m, in_subset)
             for name, membership in (linked or {}).items()
         }
+        aggregated_counts = {
+            column.name: SensitiveCounts.from_codes(
+                released_class,
+                column.codes if in_subset is None else column.codes[in_subset],
+                n_groups=m,
+                n_values=column.domain_size,
+            )
+            for column in aggregated
+        }
         base = Table(
             tuple([0] * len(attributes)),
             base_codes,
@@ -335,6 +352,7 @@ class EncodedData:
             first,
             population=population,
             linked=linked_counts,
+            aggregated=aggregated_counts,
         )
         return cls(
             attributes,
@@ -344,6 +362,7 @@ class EncodedData:
             sens_codes,
             sens_labels,
             None if in_subset is None else rows,
+            aggregated=list(aggregated),
         )
 
     def data_context(
@@ -403,8 +422,11 @@ class EncodedData:
         # The joint classes with earlier releases roll up whatever the criteria: few tables
         # carry them (only searches that protect earlier releases).
         linked = {k: s.regroup(inverse, g) for k, s in table.linked.items()}
+        aggregated = {k: s.regroup(inverse, g) for k, s in table.aggregated.items()}
         levels_out = tuple(int(v) for v in levels)
-        rolled = Table(levels_out, codes, counts, sensitive, first, population, linked)
+        rolled = Table(
+            levels_out, codes, counts, sensitive, first, population, linked, aggregated
+        )
         return rolled, inverse
 
     def tie_order(self, table: Table) -> Callable[[IntArray, int], IntArray]:
@@ -462,7 +484,22 @@ class EncodedData:
     def loss_vector(self, table: Table, fails: BoolArray) -> FloatArray:
         kept, sup = self.share_sums(table, fails)
         suppressed = int(table.counts[fails].sum())
-        return metrics.loss_per_attribute(kept, sup, suppressed, self.n, self.domain_sizes)
+        out = metrics.loss_per_attribute(kept, sup, suppressed, self.n, self.domain_sizes)
+        return np.concatenate((out, self.aggregated_loss(table, fails)))
+
+    def aggregated_loss(self, table: Table, fails: BoolArray) -> FloatArray:
+        """The Loss of each microaggregated column (ARX's ``MetricMDNMLoss``): per kept class,
+        its rows times the share of the column's distinct values it holds, plus every
+        suppressed row, over the rows."""
+        suppressed = float(table.counts[fails].sum())
+        out = np.empty(len(self.aggregated))
+        for j, column in enumerate(self.aggregated):
+            cells = table.aggregated[column.name]
+            distinct = np.bincount(cells.group, minlength=len(table.counts))
+            kept = ~fails
+            held = float(table.counts[kept] @ distinct[kept]) / column.domain_size
+            out[j] = max(0.0, (held + suppressed) / self.n) if self.n else 0.0
+        return out
 
     @property
     def domain_sizes(self) -> FloatArray:
@@ -700,9 +737,14 @@ def search(
         if d
         else np.zeros((1, 0))
     )
+    if enc.aggregated:
+        # Microaggregated columns have no bound (ARX's neither): 0, which underestimates.
+        per_attr = np.hstack((per_attr, np.zeros((len(per_attr), len(enc.aggregated)))))
     # One Loss bound per node (geometric_mean of a table is an array).
     bound = (
-        np.asarray(metrics.geometric_mean(per_attr, axis=1), dtype=np.float64) if d else np.zeros(1)
+        np.asarray(metrics.geometric_mean(per_attr, axis=1), dtype=np.float64)
+        if per_attr.shape[1]
+        else np.zeros(1)
     )
     keys = [nodes[:, i] for i in range(d - 1, -1, -1)] + [nodes.sum(axis=1), bound]
     order = np.lexsort(keys)

@@ -64,6 +64,11 @@ class AnonymizationConfig:
     #: Attribute weights in the Loss, per quasi-identifier (ARX's: one given none weighs 0.5,
     #: and each is divided by the largest; see :func:`.metrics.loss_weights`). Empty: equal.
     weights: dict[str, float] = field(default_factory=dict)
+    #: Microaggregated quasi-identifiers: column -> "mean", "median", "mode" or "interval"
+    #: (:mod:`.microaggregation`). Such a column is not generalized (its hierarchy is not
+    #: used): the other quasi-identifiers form the classes, and each released value is its
+    #: class's aggregate, as ARX does without clustering. Optimal search only.
+    microaggregate: dict[str, str] = field(default_factory=dict)
     #: Seconds after which a too-large lattice search falls back to a reported heuristic.
     time_limit: float | None = None
     #: Apply these levels (per quasi-identifier; the others are searched) instead of the
@@ -80,10 +85,13 @@ class AnonymizationConfig:
     earlier_releases: dict[str, IntArray] = field(default_factory=dict)
 
     def utility(self) -> dict[str, Any]:
-        """The utility controls given (for the report): weights and level limits."""
+        """The utility controls given (for the report): weights, level limits and
+        microaggregation."""
         out: dict[str, Any] = {}
         if self.weights:
             out["weights"] = {q: float(w) for q, w in self.weights.items()}
+        if self.microaggregate:
+            out["microaggregate"] = dict(self.microaggregate)
         limited = [
             q for q in self.quasi_identifiers if q in self.min_levels or q in self.max_levels
         ]
@@ -170,7 +178,8 @@ class AnonymizationResult:
     #: subset's rows, which alone are released).
     population_rows: int | None = None
     #: The utility controls the search ran under: ``weights`` (per quasi-identifier, as given)
-    #: and ``level_limits`` (``{column: [min, max]}``); empty when none were given.
+    #: ``level_limits`` (``{column: [min, max]}``) and ``microaggregate`` (``{column:
+    #: function}``, columns not generalized and absent from ``levels``); empty when none.
     utility: dict[str, Any] = field(default_factory=dict)
 
     def report(self) -> dict[str, Any]:
