@@ -13,7 +13,7 @@ from numpy.typing import NDArray
 from pandas.api.extensions import ExtensionArray
 
 from . import metrics
-from .arrays import BoolArray, CodeArray, FloatArray, IntArray, ObjectArray
+from .arrays import BoolArray, CodeArray, FloatArray, IntArray, ObjectArray, SmallIntArray
 from .criteria import DataContext, EarlierReleases, Evaluation, PrivacyModel
 from .hierarchy import Hierarchy
 from .lattice import CandidateEntry, EncodedData, SearchResult, Table, pareto_front, search
@@ -193,9 +193,10 @@ def _validate_microaggregate(data: pd.DataFrame, config: AnonymizationConfig) ->
                     f"{what} is given for {name!r}, which is microaggregated, not generalized."
                 )
     for name, function in micro.items():
-        if function in NUMERIC_FUNCTIONS and column_kind(
-            [str(v) for v in pd.unique(data[name])]
-        ) is None:
+        if (
+            function in NUMERIC_FUNCTIONS
+            and column_kind([str(v) for v in pd.unique(data[name])]) is None
+        ):
             raise EngineError(
                 f"Column {name!r} cannot be microaggregated with the "
                 f"{describe_function(function)}: it needs numbers (every value a whole or a "
@@ -384,9 +385,7 @@ def anonymize(
     # --- the extract: identifiers dropped, suppressed rows removed, QIs generalized
     kept_class = row_class[keep_rows]
     columns: dict[str, object] = {}
-    aggregates = {
-        column.name: _aggregates(column, table, row_class) for column in enc.aggregated
-    }
+    aggregates = {column.name: _aggregates(column, table, row_class) for column in enc.aggregated}
     for col in data.columns:
         if col in config.identifiers:
             continue
@@ -463,10 +462,7 @@ def anonymize(
         "non_uniform_entropy_bits": float(sum(entropy)),
         "loss_per_attribute": {
             **{q: float(v) for q, v in zip(qis, loss_vec, strict=True)},
-            **{
-                c.name: float(v)
-                for c, v in zip(enc.aggregated, aggregated_loss, strict=True)
-            },
+            **{c.name: float(v) for c, v in zip(enc.aggregated, aggregated_loss, strict=True)},
         },
     }
 
@@ -509,7 +505,7 @@ def anonymize(
     )
 
 
-def _aggregates(column: AggregatedColumn, table: Table, row_class: IntArray) -> ObjectArray:
+def _aggregates(column: AggregatedColumn, table: Table, row_class: SmallIntArray) -> ObjectArray:
     """The microaggregated column's value of every class of ``table``."""
     cells = table.aggregated[column.name]
     first = None
@@ -559,7 +555,10 @@ def loss_weights(config: AnonymizationConfig) -> FloatArray | None:
         return None
     names = [q for q in config.quasi_identifiers if q not in config.microaggregate]
     return metrics.loss_weights(
-        [float(config.weights.get(q, metrics.DEFAULT_WEIGHT)) for q in names + list(config.microaggregate)]
+        [
+            float(config.weights.get(q, metrics.DEFAULT_WEIGHT))
+            for q in names + list(config.microaggregate)
+        ]
     )
 
 

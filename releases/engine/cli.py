@@ -7,6 +7,8 @@
               ``--help`` lists them all)
               [--population-size N | --sampling-fraction F] [--research-subset FILE]
               [--levels COL=N[,COL=N...]] [--sensitive-hierarchy COL=FILE ...]
+              [--weights COL=W,...] [--level-limits COL=MIN:MAX,...]
+              [--microaggregate COL=mean|median|mode|interval,...]
               [--suppression-limit F] [--algorithm optimal|mondrian] [--delimiter D]
               [--seed N] [--earlier-report R.json ... [--protect-earlier]]
               [--attacker-file FILE]
@@ -85,6 +87,7 @@ from .cross_release import (
 from .export import write_csv
 from .hierarchy import Hierarchy
 from .linkage import ColumnRule, link
+from .microaggregation import parse_microaggregate
 from .reproduction import REPORT_KEY, Reproduction, file_sha256, record
 from .risk import PopulationModel
 from .shuffle import new_seed, permutation
@@ -168,6 +171,13 @@ def build_parser(prog: str = "anonymize") -> argparse.ArgumentParser:
         metavar="COL=MIN:MAX[,...]",
         help="the lowest and highest generalization level the search may choose per "
         "quasi-identifier (either side may be left empty: COL=2: or COL=:3)",
+    )
+    utility.add_argument(
+        "--microaggregate",
+        metavar="COL=FUNCTION[,...]",
+        help="replace a numeric quasi-identifier (named with --qi) by its class's mean, "
+        "median, mode or interval [min, max] instead of generalizing it; the other "
+        "quasi-identifiers form the classes (as ARX without clustering)",
     )
     p.add_argument("--delimiter", metavar="D", help="input delimiter (detected when omitted)")
     p.add_argument(
@@ -375,6 +385,7 @@ def build_config(args: argparse.Namespace, df: pd.DataFrame) -> AnonymizationCon
         weights=parse_weights(args.weights) if args.weights else {},
         min_levels=limits[0],
         max_levels=limits[1],
+        microaggregate=parse_microaggregate(args.microaggregate) if args.microaggregate else {},
     )
 
 
@@ -456,6 +467,11 @@ def load_earlier(paths: Sequence[str], df: pd.DataFrame, input_sha256: str) -> l
             raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
         except ValueError:
             raise CliError(f"{path} is not a JSON report") from None
+        if isinstance(report, dict) and (report.get("utility") or {}).get("microaggregate"):
+            raise CliError(
+                f"{path} is a release with microaggregated columns: it is not judged together "
+                "with other releases"
+            )
         try:
             reproduction = Reproduction.from_report(report)
             reproduction.check_input(input_sha256, len(df), path)
@@ -579,6 +595,11 @@ def execute(
         raise CliError(
             "--research-subset cannot be combined with --earlier-report or --protect-earlier: "
             "a research subset is not judged together with earlier releases"
+        )
+    if args.microaggregate and args.earlier_report:
+        raise CliError(
+            "--microaggregate cannot be combined with --earlier-report or --protect-earlier: "
+            "a microaggregated release is not judged together with earlier releases"
         )
     if args.seed is not None and args.seed < 0:
         raise CliError(f"--seed must be a whole number of at least 0, not {args.seed}")

@@ -424,9 +424,7 @@ class EncodedData:
         linked = {k: s.regroup(inverse, g) for k, s in table.linked.items()}
         aggregated = {k: s.regroup(inverse, g) for k, s in table.aggregated.items()}
         levels_out = tuple(int(v) for v in levels)
-        rolled = Table(
-            levels_out, codes, counts, sensitive, first, population, linked, aggregated
-        )
+        rolled = Table(levels_out, codes, counts, sensitive, first, population, linked, aggregated)
         return rolled, inverse
 
     def tie_order(self, table: Table) -> Callable[[IntArray, int], IntArray]:

@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .arrays import FloatArray, IntArray
+from .arrays import FloatArray, IntArray, SmallIntArray
 from .errors import EngineError
 
 __all__ = [
@@ -180,7 +180,7 @@ class AggregatedColumn:
         return java_double(float(label))
 
 
-def first_rows(column: AggregatedColumn, row_class: IntArray) -> tuple[IntArray, IntArray]:
+def first_rows(column: AggregatedColumn, row_class: SmallIntArray) -> tuple[IntArray, IntArray]:
     """Each (class, value) pair of the rows' classes, sorted by class then value, as
     ``(key, first row)`` with ``key = class * domain + value``."""
     key = row_class.astype(np.int64) * column.domain_size + column.codes
@@ -239,10 +239,8 @@ def _bucket_order(codes: list[int]) -> list[int]:
             i = (i + 1) & mask
         into[i] = code
 
-    size = 0
-    for code in codes:
+    for size, code in enumerate(codes, start=1):
         place(table, code)
-        size += 1
         if size > int(capacity * 0.75):
             capacity *= 2
             bigger = [-1] * capacity
@@ -307,6 +305,4 @@ def validate(
                 f"{', '.join(FUNCTIONS)}."
             )
         if name not in quasi_identifiers:
-            raise EngineError(
-                f"Column {name!r} is microaggregated but is not a quasi-identifier."
-            )
+            raise EngineError(f"Column {name!r} is microaggregated but is not a quasi-identifier.")

@@ -23,7 +23,10 @@ from releases.engine.subset import ResearchSubset
 from tests.conftest import ADULT
 
 RESULTS = Path(__file__).resolve().parents[2] / "bench" / "arx" / "results"
-CASES = sorted(p.stem for p in RESULTS.glob("adult-*.json"))
+# Microaggregation's cases are checked in test_microaggregation.py (a column is not generalized).
+CASES = sorted(
+    p.stem for p in RESULTS.glob("adult-*.json") if not p.stem.startswith("adult-microaggregation")
+)
 SAME = [c for c in CASES if not json.loads((RESULTS / f"{c}.json").read_text()).get("differs")]
 
 
