@@ -14,6 +14,10 @@ A research subset (``"subset": {"seed": S, "fraction": F}``) is Adult's rows for
 ``numpy.random.default_rng(S).random(30162) < F``: ARX is given them as a second CSV file,
 matched to Adult's rows by content; the engine as a :class:`ResearchSubset` of those rows.
 
+A case with ``"microaggregate"`` also has the harness write ARX's released table; its SHA-256
+and the value ARX wrote for each class (``released``) must equal the engine's release laid out
+the same way (every row in order, "*" in the quasi-identifiers of a suppressed one).
+
 ``--arx --derived-k`` also records ARX's derived k of estimated k-map over a grid of k,
 significance levels and population sizes (``bench/arx/results/k-map-derived-k.json``).
 """

@@ -63,6 +63,9 @@ def _form_data(body: RequestIn, dataset) -> QueryDict:
         if name in columns:
             data[f"min-level-{columns[name]}"] = "" if low is None else str(low)
             data[f"max-level-{columns[name]}"] = "" if high is None else str(high)
+    for name, function in body.microaggregate.items():
+        if name in columns:
+            data[f"aggregate-{columns[name]}"] = function
     return data
 
 
@@ -81,7 +84,11 @@ def _unknown_fields(body: RequestIn, form: ReleaseRequestForm) -> list[str]:
     quasi = {c.name for c in form.utility_columns}
     unknown += [
         f"{what}.{name} (not a quasi-identifier)"
-        for what, given in (("weights", body.weights), ("level_limits", body.level_limits))
+        for what, given in (
+            ("weights", body.weights),
+            ("level_limits", body.level_limits),
+            ("microaggregate", body.microaggregate),
+        )
         for name in given
         if name not in quasi
     ]

@@ -102,6 +102,9 @@ class RequestIn(Schema):
     weights: dict[str, float] = {}
     #: Per quasi-identifier, ``[lowest, highest]`` level the search may choose (null: no bound).
     level_limits: dict[str, tuple[int | None, int | None]] = {}
+    #: Per quasi-identifier to microaggregate instead of generalize: "mean", "median", "mode"
+    #: or "interval" (the other quasi-identifiers form the classes).
+    microaggregate: dict[str, str] = {}
 
 
 class RequestOut(Schema):

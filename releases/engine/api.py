@@ -416,6 +416,8 @@ def anonymize(
         },
         dtype=object,  # the labels as they are (pandas 3 would copy them into its str dtype)
     )
+    for name, per_class in aggregates.items():  # each class's aggregate of the column
+        classes[name] = per_class[keep_classes]
     released = table.classes().subset(keep_classes)
     for name, values in model.class_columns(released, context).items():
         classes[name] = values

@@ -193,7 +193,8 @@ def _released_columns_of(
     levels = result.levels if result.algorithm == "optimal" else None
     return ReleasedColumns(
         tuple(map(str, result.data.columns)),
-        {q: None if levels is None else levels[q] for q in config.quasi_identifiers},
+        # A microaggregated column has no level: its values are per class, as local recoding's.
+        {q: None if levels is None else levels.get(q) for q in config.quasi_identifiers},
         tuple(config.sensitive),
     )
 

@@ -14,6 +14,8 @@ from django.db.models import QuerySet
 
 from releases.core.errors import InvalidInput
 from releases.engine import POPULATION_PARAMS, REGISTRY, EngineError, ParamSpec, PrivacyModel
+from releases.engine.microaggregation import FUNCTIONS as AGGREGATE_FUNCTIONS
+from releases.engine.microaggregation import describe as describe_aggregate
 from releases.models import ReleaseRequest
 from releases.requests.cross_release import protected_model, protecting, release_name
 from releases.requests.history import released_extracts
@@ -323,8 +325,9 @@ class ProtectionMixin:
 
 class UtilityMixin:
     """Per quasi-identifier, its weight in the Loss and the lowest and highest level the search
-    may choose (ARX's utility controls; all optional). A column without a weight weighs 0.5, as
-    in ARX, and the weights count relative to the largest."""
+    may choose, or its microaggregation instead of generalization (ARX's utility controls; all
+    optional). A column without a weight weighs 0.5, as in ARX, and the weights count relative
+    to the largest."""
 
     fields: dict[str, forms.Field]
     cleaned_data: dict[str, Any]
@@ -333,7 +336,15 @@ class UtilityMixin:
         self.utility_columns = list(quasi_identifier_columns(dataset)) if dataset else []
         weights = (initial.weights if initial else None) or {}
         limits = (initial.level_limits if initial else None) or {}
+        aggregated = (initial.microaggregate if initial else None) or {}
         for column in self.utility_columns:
+            self.fields[f"aggregate-{column.pk}"] = forms.ChoiceField(
+                label=f"Microaggregation of {column.name}",
+                choices=[("", "generalize")]
+                + [(f, describe_aggregate(f)) for f in AGGREGATE_FUNCTIONS],
+                required=False,
+                initial=aggregated.get(column.name, ""),
+            )
             top = column.hierarchy_height - 1 if column.hierarchy_height else None
             low, high = limits.get(column.name, (None, None))
             self.fields[f"weight-{column.pk}"] = forms.DecimalField(
@@ -364,6 +375,7 @@ class UtilityMixin:
                 "weight": form[f"weight-{c.pk}"],
                 "min": form[f"min-level-{c.pk}"],
                 "max": form[f"max-level-{c.pk}"],
+                "aggregate": form[f"aggregate-{c.pk}"],
             }
             for c in self.utility_columns
         ]
@@ -374,7 +386,7 @@ class UtilityMixin:
         return any(
             form[f"{name}-{c.pk}"].value() not in (None, "") or form[f"{name}-{c.pk}"].errors
             for c in self.utility_columns
-            for name in ("weight", "min-level", "max-level")
+            for name in ("weight", "min-level", "max-level", "aggregate")
         )
 
     def clean_utility(self, data: dict[str, Any]) -> None:
@@ -394,6 +406,28 @@ class UtilityMixin:
                 "Level limits apply to the optimal full-domain generalization, not to Mondrian: "
                 "choose the optimal search, or clear the limits.",
             )
+        aggregated = [c for c in self.utility_columns if data.get(f"aggregate-{c.pk}")]
+        for c in aggregated:
+            if (
+                data.get(f"min-level-{c.pk}") is not None
+                or data.get(f"max-level-{c.pk}") is not None
+            ):
+                form.add_error(
+                    f"aggregate-{c.pk}",
+                    f"{c.name} is microaggregated, not generalized: clear its level limits.",
+                )
+        if aggregated and data.get("algorithm") == ReleaseRequest.Algorithm.MONDRIAN:
+            form.add_error(
+                "algorithm",
+                "Microaggregation applies to the optimal full-domain generalization, not to "
+                "Mondrian: choose the optimal search, or generalize every column.",
+            )
+        if aggregated and len(aggregated) == len(self.utility_columns):
+            form.add_error(
+                f"aggregate-{aggregated[0].pk}",
+                "At least one quasi-identifier must be generalized: the classes are formed by the "
+                "quasi-identifiers that are not microaggregated.",
+            )
 
     def utility_parameters(self, params: ReleaseParameters) -> ReleaseParameters:
         data = self.cleaned_data
@@ -406,7 +440,14 @@ class UtilityMixin:
             c.name: (data.get(f"min-level-{c.pk}"), data.get(f"max-level-{c.pk}"))
             for c in self.utility_columns
         }
-        return dataclasses.replace(params, weights=weights or None, level_limits=limits)
+        aggregated = {
+            c.name: str(data[f"aggregate-{c.pk}"])
+            for c in self.utility_columns
+            if data.get(f"aggregate-{c.pk}")
+        }
+        return dataclasses.replace(
+            params, weights=weights or None, level_limits=limits, microaggregate=aggregated or None
+        )
 
 
 class ReleaseRequestForm(JustificationsMixin, ProtectionMixin, UtilityMixin, ModelForm):

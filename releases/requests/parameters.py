@@ -1,6 +1,6 @@
 """How an extract's round is made (stored on the request): the privacy model, the algorithm,
 fixed generalization levels, the earlier releases a protecting search keeps safe, and the
-utility controls (attribute weights, level limits)."""
+utility controls (attribute weights, level limits, microaggregation)."""
 
 from __future__ import annotations
 
@@ -29,6 +29,8 @@ class ReleaseParameters:
     #: lowest and highest level the search may choose (``{column: (min, max)}``, either None).
     weights: dict[str, float] | None = None
     level_limits: dict[str, tuple[int | None, int | None]] | None = None
+    #: Microaggregated quasi-identifiers: column -> "mean", "median", "mode" or "interval".
+    microaggregate: dict[str, str] | None = None
 
     def __init__(
         self,
@@ -38,6 +40,7 @@ class ReleaseParameters:
         earlier_releases: tuple[int, ...] | list[int] = (),
         weights: dict[str, float] | None = None,
         level_limits: dict[str, Any] | None = None,
+        microaggregate: dict[str, str] | None = None,
         **keywords,
     ) -> None:
         """``keywords`` build the model with the engine's keyword constructor instead
@@ -59,6 +62,11 @@ class ReleaseParameters:
             if lo is not None or hi is not None
         }
         object.__setattr__(self, "level_limits", limits or None)
+        object.__setattr__(
+            self,
+            "microaggregate",
+            {str(k): str(v) for k, v in (microaggregate or {}).items()} or None,
+        )
 
     @classmethod
     def of(cls, release_request: ReleaseRequest) -> ReleaseParameters:
@@ -74,6 +82,7 @@ class ReleaseParameters:
             (data or {}).get("earlier_releases") or (),
             (data or {}).get("weights") or None,
             (data or {}).get("level_limits") or None,
+            (data or {}).get("microaggregate") or None,
         )
 
     def to_json(self) -> dict:
@@ -90,6 +99,8 @@ class ReleaseParameters:
             out["weights"] = dict(self.weights)
         if self.level_limits:
             out["level_limits"] = {k: list(v) for k, v in self.level_limits.items()}
+        if self.microaggregate:
+            out["microaggregate"] = dict(self.microaggregate)
         return out
 
     def with_levels(self, levels: dict[str, int] | None) -> ReleaseParameters:

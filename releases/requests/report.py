@@ -14,6 +14,7 @@ from django.db.models import Count
 from releases.core import figures
 from releases.engine import EngineError
 from releases.engine.criteria import REGISTRY, DataContext, criterion_from_spec
+from releases.engine.microaggregation import describe as describe_aggregate
 from releases.models import UNCHANGED_ROLES, ReleaseRequest, Reproduction, Role
 from releases.requests import package
 from releases.requests.kinds import (
@@ -284,6 +285,7 @@ def _columns(release_request: ReleaseRequest, audience: str) -> list[dict]:
     snapshot = release_request.config or {}
     levels = summary.get("levels") or {}
     heights = summary.get("heights") or {}
+    aggregated = (summary.get("utility") or {}).get("microaggregate") or {}
     sources = {q["name"]: q for q in snapshot.get("quasi_identifiers", [])}
     roles = snapshot.get("roles") or {
         **{n: Role.IDENTIFIER for n in snapshot.get("identifiers", [])},
@@ -304,7 +306,10 @@ def _columns(release_request: ReleaseRequest, audience: str) -> list[dict]:
             column["height"] = heights.get(name)
             column["hierarchy"] = sources[name].get("hierarchy", "")
             column["treatment"] = (
-                f"generalized to level {levels[name]} of {heights[name] - 1}"
+                f"microaggregated: each value replaced by the {describe_aggregate(aggregated[name])} "
+                "of its class"
+                if name in aggregated
+                else f"generalized to level {levels[name]} of {heights[name] - 1}"
                 if levels.get(name) is not None and name in heights
                 else "generalized by local recoding"
             )

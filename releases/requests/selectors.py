@@ -22,6 +22,7 @@ from releases.background import leases, outbox
 from releases.core import figures, roles
 from releases.engine import EngineError, PrivacyModel
 from releases.engine.criteria import DataContext
+from releases.engine.microaggregation import describe as describe_aggregate
 from releases.models import (
     UNCHANGED_ROLES,
     AttackerFile,
@@ -298,19 +299,22 @@ def quasi_identifier_levels(release_request: ReleaseRequest, with_examples: bool
     utility = summary.get("utility") or {}
     weights = utility.get("weights") or {}
     limits = utility.get("level_limits") or {}
+    aggregated = utility.get("microaggregate") or {}
     return [
         {
             "name": name,
             "level": levels.get(name),
             "weight": weights.get(name, 0.5) if weights else None,
             "limits": limits.get(name),
-            "top": heights[name] - 1,
-            "height": heights[name],
+            # A microaggregated column has no level (nor a height in the summary).
+            "aggregate": describe_aggregate(aggregated[name]) if name in aggregated else None,
+            "top": heights[name] - 1 if name in heights else None,
+            "height": heights.get(name),
             "loss": loss.get(name),
             "hierarchy": (sources.get(name) or {}).get("hierarchy", ""),
             "examples": examples.get(name, []),
         }
-        for name in heights
+        for name in [*heights, *(a for a in aggregated if a not in heights)]
     ]
 
 
