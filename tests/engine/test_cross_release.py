@@ -351,22 +351,31 @@ def _shares(hierarchy: Hierarchy, level: int) -> dict[str, float]:
     return {lab: labels.count(lab) / len(labels) for lab in set(labels)}
 
 
-def brute_force_protected(data, hierarchies, earlier, k, limit):
+def brute_force_protected(data, hierarchies, earlier, k, limit, memo=None):
     """The best transformation over the whole lattice whose classes, once the classes failing
     k-anonymity or holding a joint class smaller than k are suppressed, suppress at most the
-    limit; scored with ARX's Loss written out from its definition."""
+    limit; scored with ARX's Loss written out from its definition.
+
+    ``memo``: a dict kept for one table (``data`` and ``hierarchies``), where each node's
+    generalized rows, classes, suppressed rows and Loss are kept for the next case on it."""
+    memo = {} if memo is None else memo
     n = len(data)
     allowed = math.floor(limit * n + 1e-9)
     best = None
     for node in itertools.product(*[range(hierarchies[q].height) for q in QIS]):
         levels = dict(zip(QIS, node, strict=True))
-        g = generalized(data, hierarchies, levels)
-        cls = g.groupby(QIS, sort=False).ngroup().to_numpy()
-        frame = pd.DataFrame({"cls": cls, "earlier": earlier})
-        size = frame.groupby("cls")["cls"].transform("size")
-        joint = frame.groupby(["cls", "earlier"])["cls"].transform("size")
-        small_joint = (joint < k).groupby(frame["cls"]).transform("any")
-        suppressed = ((size < k) | small_joint).to_numpy()
+        if node not in memo:
+            g = generalized(data, hierarchies, levels)
+            memo[node] = (g, g.groupby(QIS, sort=False).ngroup().to_numpy())
+        g, cls = memo[node]
+        key = (node, earlier.tobytes(), k)
+        if key not in memo:
+            frame = pd.DataFrame({"cls": cls, "earlier": earlier})
+            size = frame.groupby("cls")["cls"].transform("size")
+            joint = frame.groupby(["cls", "earlier"])["cls"].transform("size")
+            small_joint = (joint < k).groupby(frame["cls"]).transform("any")
+            memo[key] = ((size < k) | small_joint).to_numpy()
+        suppressed = memo[key]
         if suppressed.sum() > allowed:
             continue
         per_attribute = []
@@ -386,6 +395,21 @@ def brute_force_protected(data, hierarchies, earlier, k, limit):
     return best
 
 
+@pytest.fixture(scope="module")
+def protected_tables(table_factory):
+    """Per seed: the table, its hierarchies and the brute force's memo, shared by the cases
+    drawn from the same table."""
+    tables: dict[int, tuple] = {}
+
+    def table(seed: int) -> tuple:
+        if seed not in tables:
+            data, hierarchies, _ = table_factory(seed, n=300)
+            tables[seed] = (data, hierarchies, {})
+        return tables[seed]
+
+    return table
+
+
 @pytest.mark.parametrize(
     ("seed", "earlier_k", "k", "limit"),
     [
@@ -399,16 +423,16 @@ def brute_force_protected(data, hierarchies, earlier, k, limit):
     ],
 )
 def test_the_protected_search_finds_the_best_transformation_safe_with_the_earlier_one(
-    table_factory, seed, earlier_k, k, limit
+    protected_tables, seed, earlier_k, k, limit
 ):
-    data, hierarchies, _ = table_factory(seed, n=300)
+    data, hierarchies, memo = protected_tables(seed)
     # The earlier extract: age in decades and zip to three digits, its classes of fewer than
     # ``earlier_k`` rows suppressed.
     earlier = k_anonymous_classes(
         data, hierarchies, {"age": 1, "zip": 2, "sex": 0, "marital": 0}, earlier_k
     ).to_numpy()
     assert (earlier < 0).any()
-    expected = brute_force_protected(data, hierarchies, earlier, k, limit)
+    expected = brute_force_protected(data, hierarchies, earlier, k, limit, memo)
     model = PrivacyModel(criteria=[KAnonymity(k=k), EarlierReleases(k=k)], suppression_limit=limit)
     config = AnonymizationConfig(
         hierarchies, model, identifiers=["name"], earlier_releases={"earlier": earlier}

@@ -38,15 +38,40 @@ class SubsetBruteForce:
         self.data, self.h, self.rows = data, hierarchies, rows
         self.n = int(rows.sum())
         self.nodes = list(itertools.product(*[range(hierarchies[q].height) for q in QIS]))
+        # What depends on the transformation alone is computed once per node and shared by
+        # every case of the module (the fixture is module-scoped).
+        self._generalized: dict[tuple, pd.DataFrame] = {}
+        self._classes: dict[tuple, np.ndarray] = {}
+        self._row_shares: dict[tuple, pd.Series] = {}
 
     def generalized(self, node) -> pd.DataFrame:
-        return pd.DataFrame(
-            {q: self.data[q].map(self.h[q].mapping(lv)) for q, lv in zip(QIS, node, strict=True)}
-        )
+        if node not in self._generalized:
+            self._generalized[node] = pd.DataFrame(
+                {
+                    q: self.data[q].map(self.h[q].mapping(lv))
+                    for q, lv in zip(QIS, node, strict=True)
+                }
+            )
+        return self._generalized[node]
+
+    def classes(self, node) -> np.ndarray:
+        if node not in self._classes:
+            grouped = self.generalized(node).groupby(QIS, sort=False)
+            self._classes[node] = grouped.ngroup().to_numpy()
+        return self._classes[node]
+
+    def row_shares(self, node, q: str, lv: int) -> pd.Series:
+        """Per row: the share of the hierarchy's values under the row's label of ``q``."""
+        key = (node, q)
+        if key not in self._row_shares:
+            labels = [r[lv] for r in self.h[q].rows]
+            share = {lab: labels.count(lab) / len(labels) for lab in set(labels)}
+            self._row_shares[key] = self.generalized(node)[q].map(share)
+        return self._row_shares[key]
 
     def judge(self, node, criteria) -> tuple[bool, np.ndarray]:
         """(blocked, per row: suppressed) under ``criteria``, limit ignored."""
-        cls = self.generalized(node).groupby(QIS, sort=False).ngroup().to_numpy()
+        cls = self.classes(node)
         people = np.bincount(cls)
         count = np.bincount(cls[self.rows], minlength=len(people))
         fails = np.zeros(len(people), dtype=bool)
@@ -65,14 +90,11 @@ class SubsetBruteForce:
         return blocked, fails[cls] & self.rows
 
     def loss(self, node, suppressed: np.ndarray) -> float:
-        gen = self.generalized(node)
         kept_rows = self.rows & ~suppressed
         values = []
         for q, lv in zip(QIS, node, strict=True):
-            labels = [r[lv] for r in self.h[q].rows]
-            share = {lab: labels.count(lab) / len(labels) for lab in set(labels)}
-            total = gen[q][kept_rows].map(share).sum() + suppressed.sum()
-            low = self.n / len(labels)
+            total = self.row_shares(node, q, lv)[kept_rows].sum() + suppressed.sum()
+            low = self.n / len(self.h[q].rows)
             values.append(max(0.0, (total - low) / (self.n - low)))
         return float(np.prod([(v + 1) ** (1 / len(values)) for v in values]) - 1)
 

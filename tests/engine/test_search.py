@@ -82,6 +82,10 @@ class BruteForce:
         self._generalized: dict[tuple, pd.DataFrame] = {}
         self._fails: dict[tuple, np.ndarray] = {}
         self._shares: dict[tuple, dict[str, float]] = {}
+        # What depends on the transformation alone, computed once per node for every case.
+        self._row_shares: dict[tuple, pd.Series] = {}
+        self._value_counts: dict[tuple, pd.DataFrame] = {}
+        self._ordering: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
 
     def generalized(self, node):
         if node not in self._generalized:
@@ -148,7 +152,7 @@ class BruteForce:
             elif isinstance(c, HighestRisk):
                 fails |= sizes < arx_size_threshold(c.risk)
         for s in sensitive:
-            counts = class_value_counts(cls, n_classes, self.data[s].to_numpy())
+            counts = self.value_counts(node, s)
             m = counts.to_numpy()
             overall = self.data[s].value_counts(normalize=True).reindex(counts.columns).to_numpy()
             share = m / m.sum(axis=1, keepdims=True)
@@ -177,14 +181,8 @@ class BruteForce:
                     fails |= np.where(m > 0, gain > cap + 1e-9, False).any(axis=1)
         dataset = [c for c in model.criteria if isinstance(c, AverageRisk | PopulationUniqueness)]
         if dataset:
-            gen = self.generalized(node)
-            everything_star = (gen == "*").all(axis=1).groupby(cls).first().to_numpy()
+            everything_star, loss_key, first_row = self.ordering(node)
             candidates = np.flatnonzero(~fails & ~everything_star)
-            loss_key = np.zeros(n_classes)
-            for q, lv in zip(QIS, node, strict=True):
-                shares = gen[q].map(self.share(q, lv)).groupby(cls).first().to_numpy()
-                loss_key += np.log1p(sizes * shares)
-            first_row = pd.Series(np.arange(self.n)).groupby(cls).min().to_numpy()
             order = sorted(candidates, key=lambda j: (sizes[j], loss_key[j], first_row[j]))
             ordered = sizes[order]
 
@@ -208,6 +206,36 @@ class BruteForce:
         self._fails[key] = mask
         return mask
 
+    def value_counts(self, node, column: str) -> pd.DataFrame:
+        if (node, column) not in self._value_counts:
+            cls = self.classes(node)
+            counts = class_value_counts(cls, cls.max() + 1, self.data[column].to_numpy())
+            self._value_counts[(node, column)] = counts
+        return self._value_counts[(node, column)]
+
+    def ordering(self, node) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Per class: "*" everywhere, the class Loss key and the first row (the order in which
+        dataset models suppress classes)."""
+        if node not in self._ordering:
+            cls = self.classes(node)
+            n_classes = cls.max() + 1
+            sizes = np.bincount(cls, minlength=n_classes)
+            gen = self.generalized(node)
+            everything_star = (gen == "*").all(axis=1).groupby(cls).first().to_numpy()
+            loss_key = np.zeros(n_classes)
+            for q, lv in zip(QIS, node, strict=True):
+                shares = self.row_shares(node, q, lv).groupby(cls).first().to_numpy()
+                loss_key += np.log1p(sizes * shares)
+            first_row = pd.Series(np.arange(self.n)).groupby(cls).min().to_numpy()
+            self._ordering[node] = (everything_star, loss_key, first_row)
+        return self._ordering[node]
+
+    def row_shares(self, node, q, lv) -> pd.Series:
+        """Per row: the share of the hierarchy's values under the row's label of ``q``."""
+        if (node, q) not in self._row_shares:
+            self._row_shares[(node, q)] = self.generalized(node)[q].map(self.share(q, lv))
+        return self._row_shares[(node, q)]
+
     def share(self, q, lv) -> dict[str, float]:
         if (q, lv) not in self._shares:
             rows = self.h[q].rows
@@ -221,9 +249,8 @@ class BruteForce:
         top = max(given.values()) if weights else 0
         w = {q: given[q] / top if top > 0 else 1.0 for q in QIS}
         values = []
-        gen = self.generalized(node)
         for q, lv in zip(QIS, node, strict=True):
-            kept = gen[q][~suppressed_mask].map(self.share(q, lv)).sum()
+            kept = self.row_shares(node, q, lv)[~suppressed_mask].sum()
             total = kept + suppressed_mask.sum()
             low = self.n / len(self.h[q].rows)
             values.append(w[q] * max(0.0, (total - low) / (self.n - low)))
