@@ -82,12 +82,12 @@ def extract_of(release: ReleaseRequest) -> bytes:
 
 def attach(steward, dataset, names):
     for name in names:
-        datasets.set_hierarchy_file(steward, dataset, column(dataset, name).pk, hierarchy_upload(name))
+        datasets.set_hierarchy_file(
+            steward, dataset, column(dataset, name).pk, hierarchy_upload(name)
+        )
 
 
-def test_releases_of_two_versions_are_judged_together_through_the_key(
-    steward, officer, recipient
-):
+def test_releases_of_two_versions_are_judged_together_through_the_key(steward, officer, recipient):
     whole = adult_with_key()
     first_rows = whole.iloc[:20000]
     # The next month: some people left, others came, and the file is in another order.

@@ -59,7 +59,9 @@ def call(live: dict, token: str, method: str, path: str, payload: dict | None = 
 def run_with_an_officer(live: dict, command: list[str], seen: set[int]) -> tuple[str, int]:
     """Run the pipeline; meanwhile, as the officer, approve the one new request once it is
     ready for review. Returns (its output, the request approved)."""
-    pipeline = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    pipeline = subprocess.Popen(
+        command, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+    )
     approved = 0
     deadline = time.monotonic() + 600
     try:
@@ -107,7 +109,9 @@ def test_the_examples_run_two_months_end_to_end(live, tmp_path):
     upload = tmp_path / "adult-month-2.csv"
     upload.write_bytes(month(1))
     out = tmp_path / "release.csv"
-    seen = {r["id"] for r in call(live, live["officer_token"], "GET", "/requests?limit=100")["items"]}
+    seen = {
+        r["id"] for r in call(live, live["officer_token"], "GET", "/requests?limit=100")["items"]
+    }
     output, approved = run_with_an_officer(
         live,
         [

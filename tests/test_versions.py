@@ -244,7 +244,11 @@ def test_the_api_uploads_a_version_and_names_its_schema_changes(
     with django_capture_on_commit_callbacks(execute=False):
         response = api.post(
             f"/api/v1/datasets/{first.pk}/versions",
-            {"file": SimpleUploadedFile("m2.csv", people(80, 5, drop="zip", extra="region").encode())},
+            {
+                "file": SimpleUploadedFile(
+                    "m2.csv", people(80, 5, drop="zip", extra="region").encode()
+                )
+            },
         )
     assert response.status_code == 201, response.content
     body = response.json()

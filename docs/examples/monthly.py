@@ -61,8 +61,8 @@ class Client:
         """POST ``file`` as the multipart field ``file``."""
         boundary = uuid.uuid4().hex
         head = (
-            f"--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; "
-            f"filename=\"{file.name}\"\r\nContent-Type: application/octet-stream\r\n\r\n"
+            f'--{boundary}\r\nContent-Disposition: form-data; name="file"; '
+            f'filename="{file.name}"\r\nContent-Type: application/octet-stream\r\n\r\n'
         ).encode()
         body = head + file.read_bytes() + f"\r\n--{boundary}--\r\n".encode()
         with self.call("POST", path, body, f"multipart/form-data; boundary={boundary}") as response:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import PurePath
+from typing import Any
 
 import pandas as pd
 from django.conf import settings
@@ -146,7 +147,7 @@ def create_dataset(
                 stage="Waiting for a worker",
                 **(version or {}),
             )
-            lineage = (
+            lineage: dict[str, Any] = (
                 {"version": dataset.version, "previous": dataset.previous_id} if version else {}
             )
             audit.record(

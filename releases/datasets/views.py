@@ -358,7 +358,7 @@ def version_upload(request: HttpRequest, dataset_id: int) -> HttpResponse:
         return redirect(back)
     form = UploadForm(request.POST, request.FILES)
     if not form.is_valid():
-        messages.error(request, " ".join(e for errors in form.errors.values() for e in errors))
+        messages.error(request, " ".join(str(e) for errors in form.errors.values() for e in errors))
         return redirect(back)
     try:
         version = services.create_version(

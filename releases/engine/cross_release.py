@@ -106,13 +106,11 @@ def align_by_key(
     for name, keys in (("earlier", earlier), ("new", pd.Index(new))):
         if not keys.is_unique:
             raise EngineError(f"The key column's values repeat in the {name} version.")
-    positions = earlier.get_indexer(new)
+    positions = earlier.get_indexer(pd.Index(new))
     aligned = np.full(len(new), NOT_IN, dtype=np.int64)
     found = positions >= 0
     aligned[found] = np.asarray(membership, dtype=np.int64)[positions[found]]
     return aligned
-
-
 
 
 def _dense(classes: IntArray) -> IntArray:

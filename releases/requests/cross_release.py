@@ -23,6 +23,8 @@ import pandas as pd
 
 from releases.core import figures, storage
 from releases.core.errors import InvalidInput
+from releases.datasets import versions
+from releases.datasets.services import load_frame
 from releases.engine import AnonymizationConfig, AnonymizationResult, EngineError, PrivacyModel
 from releases.engine.criteria import EarlierReleases, LDiversity, TCloseness
 from releases.engine.cross_release import (
@@ -40,8 +42,6 @@ from releases.engine.cross_release import (
     sensitive_context,
     what_constrained,
 )
-from releases.datasets import versions
-from releases.datasets.services import load_frame
 from releases.models import Dataset, ReleaseRequest
 from releases.requests.history import released_extracts
 from releases.requests.parameters import ReleaseParameters
@@ -232,7 +232,9 @@ def judge(
 
     def keys_of(version: Dataset) -> list[str]:
         if version.pk not in keys:
-            keys[version.pk] = load_frame(version, [dataset.key_column])[dataset.key_column].tolist()
+            keys[version.pk] = load_frame(version, [dataset.key_column])[
+                dataset.key_column
+            ].tolist()
         return keys[version.pk]
 
     for earlier in earlier_ones:

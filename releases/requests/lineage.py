@@ -10,7 +10,7 @@ from django.core.paginator import Paginator
 from django.db.models import Prefetch
 
 from releases.core.errors import InvalidInput
-from releases.datasets import versions
+from releases.datasets import rules, versions
 from releases.models import Dataset, Recipe, ReleaseRequest
 
 #: Versions listed per page of the chain.
@@ -38,6 +38,7 @@ def lineage_context(user, dataset: Dataset, page_number=None) -> dict[str, Any]:
         )
     )
     page = Paginator(chain, VERSIONS_PER_PAGE).get_page(page_number)
+    version: Any
     for version in page.object_list:
         version.chain_entries = [
             {
@@ -51,12 +52,14 @@ def lineage_context(user, dataset: Dataset, page_number=None) -> dict[str, Any]:
             }
             for r in version.chain_requests
         ]
-    columns = list(dataset.columns.values_list("name", flat=True)) if dataset.is_ready else []
+    roles_by_name = dict(dataset.columns.values_list("name", "role"))
     return {
+        "can_apply": dataset.is_ready
+        and rules.can_request(dataset.schema_changes, roles_by_name, dataset.key_column),
         "versions_page": page,
         "schema_changes": versions.change_messages(dataset),
         "request_blocked": request_blocked(dataset),
-        "key_choices": columns,
+        "key_choices": list(roles_by_name) if dataset.is_ready else [],
         "recipes": list(
             Recipe.objects.filter(lineage_id=dataset.lineage_id, owner=user).select_related(
                 "source"

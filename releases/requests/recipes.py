@@ -45,9 +45,7 @@ def _unprotected(model: PrivacyModel) -> PrivacyModel:
 def recipes_for(user, dataset: Dataset) -> QuerySet[Recipe]:
     """The recipes of the dataset's lineage (its owner's), newest first."""
     dataset = get_dataset_for(user, dataset.pk)
-    return Recipe.objects.filter(lineage_id=dataset.lineage_id, owner=user).select_related(
-        "source"
-    )
+    return Recipe.objects.filter(lineage_id=dataset.lineage_id, owner=user).select_related("source")
 
 
 def recipe_for(user, recipe_id: int) -> Recipe:
@@ -91,7 +89,9 @@ def save_recipe(user, request_id: int, name: str) -> Recipe:
     )
     snapshot = release_request.config or {}
     needed = list(snapshot.get("released") or [])
-    needed += [n for n in [*(params.weights or {}), *(params.level_limits or {})] if n not in needed]
+    needed += [
+        n for n in [*(params.weights or {}), *(params.level_limits or {})] if n not in needed
+    ]
     expiry = None
     if release_request.expires_at is not None:
         expiry = max(0, (release_request.expires_at - release_request.submitted_at.date()).days)
