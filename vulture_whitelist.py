@@ -84,6 +84,11 @@ SessionLimitsMiddleware  # class, releases/core/sessions.py
 id  # variable, releases/api/schemas.py
 hierarchy_levels  # variable, releases/api/schemas.py
 columns_without_role  # variable, releases/api/schemas.py
+new_columns  # variable, releases/api/schemas.py
+missing_columns  # variable, releases/api/schemas.py
+retyped_columns  # variable, releases/api/schemas.py
+source_request_id  # variable, releases/api/schemas.py
+_.chain_entries  # attribute, releases/requests/lineage.py
 state_label  # variable, releases/api/schemas.py
 terms_accepted  # variable, releases/api/schemas.py
 action_label  # variable, releases/api/schemas.py

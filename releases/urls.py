@@ -56,6 +56,14 @@ urlpatterns = [
         name="column_update",
     ),
     path("datasets/<int:dataset_id>/request/", requests.request_create, name="request_create"),
+    path("datasets/<int:dataset_id>/versions/", datasets.version_upload, name="version_upload"),
+    path("datasets/<int:dataset_id>/key-column/", datasets.key_column, name="key_column"),
+    path(
+        "datasets/<int:dataset_id>/recipes/<int:recipe_id>/apply/",
+        requests.recipe_apply,
+        name="recipe_apply",
+    ),
+    path("requests/<int:request_id>/recipe/", requests.recipe_save, name="recipe_save"),
     path(
         "datasets/<int:dataset_id>/request/decisions/",
         requests.request_decisions,

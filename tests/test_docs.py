@@ -210,6 +210,7 @@ def test_variables_of_the_commands_are_read_where_the_table_says() -> None:
 def code_corpus() -> str:
     files = [*ROOT.glob("releases/**/*.py"), *ROOT.glob("anonymizer_site/*.py")]
     files += [*ROOT.glob("scripts/*"), ROOT / "Makefile", ROOT / "docker-compose.yml"]
+    files += [*ROOT.glob("docs/examples/*")]  # the worked examples' own variables
     return "\n".join(f.read_text() for f in files if f.is_file())
 
 

@@ -21,6 +21,7 @@ from django.utils import timezone
 from releases import urls as release_urls
 from releases.datasets import budget, risk
 from releases.models import AuditEvent, Dataset, EquivalenceClass, OutboxMessage, ReleaseRequest
+from releases.requests import recipes
 from releases.requests import services as sharing
 from releases.statistics import run as statistics_run
 from releases.statistics import services as statistics
@@ -72,7 +73,9 @@ def world(ready_request, steward, officer, recipient, monkeypatch):
         status=Dataset.Status.PROFILING, attempts=1, worker="gone:1", heartbeat_at=LONG_AGO
     )
     monkeypatch.setattr(risk, "INLINE_RISK_ROWS", 10)  # the 300 rows are measured by a worker
+    recipe = recipes.save_recipe(steward, ready_request.pk, "Monthly")
     return {
+        "recipe_id": [recipe.pk],
         "dataset_id": [dataset.pk, lost_profiling.pk],
         "column_id": [dataset.columns.get(name="age").pk],
         "request_id": [ready_request.pk, approved.pk, stats.pk, lost_run.pk, queued.pk],

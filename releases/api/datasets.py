@@ -18,11 +18,13 @@ from releases.api.schemas import (
     DatasetOut,
     DatasetPage,
     HierarchyOut,
+    KeyColumnIn,
     PageParams,
     RolesIn,
 )
 from releases.core import roles
-from releases.datasets import selectors, services
+from releases.core.errors import InvalidInput
+from releases.datasets import selectors, services, versions
 from releases.datasets.forms import UploadForm
 from releases.models import Dataset, DatasetColumn, Role
 
@@ -83,6 +85,10 @@ def dataset_out(dataset: Dataset) -> dict[str, Any]:
         "sha256": dataset.sha256,
         "created_at": dataset.created_at,
         "profiled_at": dataset.profiled_at,
+        "version": dataset.version,
+        "previous_id": dataset.previous_id,
+        "lineage_id": dataset.lineage_id,
+        "key_column": dataset.key_column,
     }
 
 
@@ -146,11 +152,65 @@ def upload_dataset(request: HttpRequest):
 def dataset_detail(request: HttpRequest, dataset_id: int):
     """A dataset's status (uploaded, profiling, ready or failed, with the reason) and size."""
     dataset = selectors.get_dataset_for(user_of(request), dataset_id)
+    changes = dataset.schema_changes or {}
+    try:
+        versions.check_request(dataset)
+        blocked = ""
+    except InvalidInput as exc:
+        blocked = str(exc)
     return {
         **dataset_out(dataset),
         "columns": dataset.columns.count(),
         "columns_without_role": dataset.columns.filter(role="").count(),
+        "new_columns": changes.get("new", []),
+        "missing_columns": changes.get("missing", []),
+        "retyped_columns": [r["name"] for r in changes.get("retyped", [])],
+        "schema_changes": versions.change_messages(dataset),
+        "request_blocked": blocked,
     }
+
+
+@router.post(
+    "/{dataset_id}/versions",
+    response={201: DatasetOut, ERRORS | {413}: Problem},
+    openapi_extra=UPLOAD_BODY,
+)
+def upload_version(request: HttpRequest, dataset_id: int):
+    """Upload the next version of a dataset (multipart field ``file``; ``sheet`` optional),
+    with the upload's bounds. Once profiled, it keeps the previous version's roles,
+    hierarchies, types and declared values; poll it, then read its schema changes."""
+    user = user_of(request)
+    dataset = selectors.get_dataset_for(user, dataset_id)
+    length = int(request.META.get("CONTENT_LENGTH") or 0)
+    if length > settings.MAX_UPLOAD_BYTES + UPLOAD_OVERHEAD_BYTES:
+        raise ApiError(413, services.refuse_oversized_upload(user, length))
+    form = UploadForm(request.POST, request.FILES)
+    if not form.is_valid():
+        errors = form_errors(form)
+        raise ApiError(400, first_error(errors), errors)
+    with refused_as(400):
+        version = services.create_version(
+            user, dataset, form.cleaned_data["file"], form.cleaned_data["sheet"]
+        )
+    return Status(201, dataset_out(version))
+
+
+@router.get("/{dataset_id}/versions", response={200: DatasetPage, ERRORS: Problem})
+def list_versions(request: HttpRequest, dataset_id: int, params: Query[PageParams]):
+    """Every version of the dataset's lineage, newest first."""
+    dataset = selectors.get_dataset_for(user_of(request), dataset_id)
+    return page(versions.lineage(dataset), params, dataset_out)
+
+
+@router.put("/{dataset_id}/key-column", response={200: DatasetOut, ERRORS: Problem})
+def set_key_column(request: HttpRequest, dataset_id: int, body: KeyColumnIn):
+    """Pick the lineage's key column (a column of every version; "" for none). It is never
+    released; the cross-release check links the versions' rows by it."""
+    user = user_of(request)
+    dataset = selectors.get_dataset_for(user, dataset_id)
+    with refused_as(400):
+        dataset = versions.set_key_column(user, dataset, body.column)
+    return dataset_out(dataset)
 
 
 @router.get("/{dataset_id}/columns", response={200: ColumnPage, ERRORS: Problem})

@@ -36,6 +36,10 @@ class DatasetOut(Schema):
     sha256: str
     created_at: datetime
     profiled_at: datetime | None
+    version: int
+    previous_id: int | None
+    lineage_id: int
+    key_column: str
 
 
 class DatasetPage(PageOut):
@@ -65,6 +69,48 @@ class ColumnPage(PageOut):
 class DatasetDetail(DatasetOut):
     columns: int
     columns_without_role: int
+    #: The schema's changes from the previous version (columns new, missing, retyped).
+    new_columns: list[str]
+    missing_columns: list[str]
+    retyped_columns: list[str]
+    schema_changes: list[str]
+    #: Why no request can be made of this version now ("" when one can).
+    request_blocked: str
+
+
+class KeyColumnIn(Schema):
+    """The lineage's key column ("" for none)."""
+
+    column: str = Field("", max_length=255)
+
+
+class RecipeIn(Schema):
+    name: str = Field(..., min_length=1, max_length=200)
+
+
+class ApplyIn(Schema):
+    """The version of the recipe's dataset to ask for."""
+
+    dataset: int = Field(..., ge=1, le=2**31 - 1)
+
+
+class RecipeOut(Schema):
+    id: int
+    name: str
+    lineage_id: int
+    source_request_id: int | None
+    parameters: dict[str, Any]
+    protect_earlier: bool
+    columns: list[str]
+    recipients: list[str]
+    recipient_groups: list[str]
+    terms: str
+    expires_after_days: int | None
+    created_at: datetime
+
+
+class RecipePage(PageOut):
+    items: list[RecipeOut]
 
 
 class RolesIn(Schema):

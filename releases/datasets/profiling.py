@@ -21,7 +21,7 @@ from django.utils import timezone
 from releases.background import jobs
 from releases.core import audit, storage
 from releases.core.errors import InvalidInput
-from releases.datasets import column_store, rules, suggestions
+from releases.datasets import column_store, rules, suggestions, versions
 from releases.datasets.originals import scan_original
 from releases.datasets.profiles import profile_from_counts
 from releases.engine.tabular import TableError, TableFormat, TableScan
@@ -174,6 +174,8 @@ class Profiling(jobs.Job):
         fmt, names, rows = self.read
         for column in self.columns:
             column.dataset = dataset
+        # A version keeps the previous version's decisions (in this same transaction).
+        versions.carry_over(dataset, self.columns)
         DatasetColumn.objects.bulk_create(self.columns, batch_size=500)
         audit.record(
             AuditEvent.Action.PROFILED,

@@ -12,7 +12,7 @@ from __future__ import annotations
 from releases.background.rules import SYSTEM, Table, Transition
 from releases.core import roles
 from releases.core.errors import InvalidInput
-from releases.models import Dataset
+from releases.models import RELEASED_ROLES, Dataset
 
 Status = Dataset.Status
 OWNER = "owner"
@@ -58,3 +58,41 @@ def check_use(status: str | None) -> None:
     """Refuse a dataset still being profiled, or whose file was refused (``InvalidInput``)."""
     if status is None or not can_use(status):
         raise InvalidInput(_NOT_USABLE.get(status or Status.PENDING, _NOT_USABLE[Status.PENDING]))
+
+
+# --- Versions -------------------------------------------------------------------------------
+
+
+def unroled_new_columns(schema_changes: dict, roles_by_name: dict[str, str]) -> list[str]:
+    """The columns new in this version that still have no role."""
+    return [n for n in (schema_changes or {}).get("new", []) if not roles_by_name.get(n)]
+
+
+def can_request(schema_changes: dict, roles_by_name: dict[str, str], key_column: str) -> bool:
+    return not unroled_new_columns(schema_changes, roles_by_name) and (
+        not key_column or key_column in roles_by_name
+    )
+
+
+def check_request(schema_changes: dict, roles_by_name: dict[str, str], key_column: str) -> None:
+    """Refuse a request of a version with a new column not given a role yet, or lacking the
+    lineage's key column (``InvalidInput`` naming the columns)."""
+    new = unroled_new_columns(schema_changes, roles_by_name)
+    if new:
+        raise InvalidInput(
+            "This version has new columns without a role: "
+            f"{', '.join(new)}. Give each an explicit role before requesting a release."
+        )
+    if key_column and key_column not in roles_by_name:
+        raise InvalidInput(
+            f"This version has no column {key_column!r}, the key column of its lineage."
+        )
+
+
+def check_key_role(column: str, key_column: str, role: str) -> None:
+    """The lineage's key column is never released: refuse a role that would release it."""
+    if key_column and column == key_column and role in RELEASED_ROLES:
+        raise InvalidInput(
+            f"{column} is the key column linking this dataset's versions: it is never "
+            "released. Choose withheld or direct identifier."
+        )

@@ -12,6 +12,7 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from pathlib import PurePath
+from typing import Any
 
 import pandas as pd
 from django.conf import settings
@@ -22,7 +23,7 @@ from django.http import Http404
 from releases.background import outbox
 from releases.core import audit, roles, storage
 from releases.core.errors import InvalidInput
-from releases.datasets import column_store, hierarchies, risk, rules
+from releases.datasets import column_store, hierarchies, risk, rules, versions
 from releases.datasets.profiles import column_profile
 from releases.datasets.selectors import (
     PROFILE_TASK,
@@ -99,8 +100,21 @@ def store_stream(
     return name, digest.hexdigest(), size, head
 
 
-def create_dataset(user, uploaded: File, name: str = "", sheet: str = "") -> Dataset:
+def create_version(user, dataset: Dataset, uploaded: File, sheet: str = "") -> Dataset:
+    """Upload the next version of ``dataset``'s lineage (its owner's): a new dataset following
+    the newest profiled version, named like it; its columns' decisions are carried over once
+    it is profiled (``versions.carry_over``)."""
+    fields = versions.version_fields(user, dataset)
+    return create_dataset(user, uploaded, fields["previous"].name, sheet, version=fields)
+
+
+def create_dataset(
+    user, uploaded: File, name: str = "", sheet: str = "", version: dict | None = None
+) -> Dataset:
     """Store an upload and queue its profiling; a refused upload stores nothing.
+
+    ``version``: the fields of a new version (``versions.version_fields``), for
+    :func:`create_version`.
 
     Checked here: size, empty, binary or unknown format. Everything that needs the whole file
     (encoding, ragged rows, header, sheets, Parquet damage) is checked by the profiling task,
@@ -131,6 +145,10 @@ def create_dataset(user, uploaded: File, name: str = "", sheet: str = "") -> Dat
                 sheet_name=(sheet or "").strip() if file_format == tabular.XLSX else "",
                 status=rules.UPLOADED,
                 stage="Waiting for a worker",
+                **(version or {}),
+            )
+            lineage: dict[str, Any] = (
+                {"version": dataset.version, "previous": dataset.previous_id} if version else {}
             )
             audit.record(
                 AuditEvent.Action.UPLOAD,
@@ -141,6 +159,7 @@ def create_dataset(user, uploaded: File, name: str = "", sheet: str = "") -> Dat
                 sha256=digest,
                 size_bytes=size,
                 format=file_format,
+                **lineage,
             )
             enqueue_profiling(dataset.pk)
     except BaseException:
@@ -200,6 +219,10 @@ def delete_dataset(user, dataset: Dataset) -> None:
             raise InvalidInput(
                 "Differentially private releases of this dataset have spent its privacy "
                 "budget; the dataset and its ledger stay, and it cannot be deleted."
+            )
+        if Dataset.objects.filter(previous=dataset).exists():
+            raise InvalidInput(
+                "A later version of this dataset follows it; delete the later versions first."
             )
         if State.READY in states:
             raise InvalidInput(
@@ -274,6 +297,7 @@ def set_column_role(user, dataset: Dataset, column_id: int, role: str) -> Datase
     column = _column(dataset, column_id)
     if role not in Role.values and role != "":
         raise InvalidInput(f"Unknown role {role!r}.")
+    rules.check_key_role(column.name, dataset.key_column, role)
     if column.role != role:
         previous = column.role
         with transaction.atomic():
@@ -379,6 +403,8 @@ def accept_suggestions(user, dataset: Dataset) -> int:
     changed = 0
     with transaction.atomic():
         for column in dataset.columns.all():
+            if column.name == dataset.key_column:
+                continue  # never released, whatever the suggestion
             if column.suggested_role and column.role != column.suggested_role:
                 previous = column.role
                 column.role = column.suggested_role

@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from releases.core import roles
 from releases.core.errors import InvalidInput
 from releases.core.http import is_htmx as _is_htmx
-from releases.datasets import hierarchies, risk, selectors, services
+from releases.datasets import hierarchies, risk, selectors, services, versions
 from releases.datasets.forms import UploadForm
 from releases.models import DatasetColumn
 
@@ -342,3 +342,45 @@ def hierarchy_download(request: HttpRequest, dataset_id: int, column_id: int) ->
     )
     response["X-Content-Type-Options"] = "nosniff"
     return response
+
+
+# --- Versions ---------------------------------------------------------------------------------
+
+
+@require_POST
+def version_upload(request: HttpRequest, dataset_id: int) -> HttpResponse:
+    """Upload the next version of a dataset (with the upload's bounds)."""
+    dataset = selectors.get_dataset_for(request.user, dataset_id)
+    back = reverse("releases:dataset_detail", args=[dataset.pk]) + "#versions"
+    length = int(request.META.get("CONTENT_LENGTH") or 0)
+    if length > settings.MAX_UPLOAD_BYTES + UPLOAD_OVERHEAD_BYTES:
+        messages.error(request, services.refuse_oversized_upload(request.user, length))
+        return redirect(back)
+    form = UploadForm(request.POST, request.FILES)
+    if not form.is_valid():
+        messages.error(request, " ".join(str(e) for errors in form.errors.values() for e in errors))
+        return redirect(back)
+    try:
+        version = services.create_version(
+            request.user, dataset, form.cleaned_data["file"], form.cleaned_data["sheet"]
+        )
+    except InvalidInput as exc:
+        messages.error(request, str(exc))
+        return redirect(back)
+    messages.success(
+        request, f"Uploaded version {version.version} of {version.name}; profiling it now."
+    )
+    return redirect("releases:dataset_detail", dataset_id=version.pk)
+
+
+@require_POST
+def key_column(request: HttpRequest, dataset_id: int) -> HttpResponse:
+    """Pick the lineage's key column (never released; links the versions' rows)."""
+    dataset = selectors.get_dataset_for(request.user, dataset_id)
+    try:
+        versions.set_key_column(request.user, dataset, request.POST.get("key_column", ""))
+    except InvalidInput as exc:
+        messages.error(request, str(exc))
+    else:
+        messages.success(request, "Saved the key column of this dataset's versions.")
+    return redirect(reverse("releases:dataset_detail", args=[dataset.pk]) + "#versions")

@@ -57,6 +57,7 @@ __all__ = [
     "joint_partition",
     "linking_evidence",
     "release_membership",
+    "align_by_key",
     "sensitive_context",
     "what_constrained",
 ]
@@ -74,7 +75,42 @@ ASSUMPTION = (
 )
 
 
+#: How releases of other versions of a dataset (a later file of the same source) are judged.
+VERSIONS_LINKED = (
+    "Releases of earlier versions of this dataset are judged as releases of the same source: "
+    "their rows are linked to this version's by the key column {key} (a row is the earlier "
+    "row with the same key; a key absent from the earlier version is not in that release)."
+)
+VERSIONS_UNLINKED = (
+    "Releases of other versions of this dataset are not linked to this one: the dataset has "
+    "no key column saying which rows of two versions are the same person."
+)
+
+
 # --------------------------------------------------------------------------- memberships
+
+
+def align_by_key(
+    membership: IntArray, earlier_keys: Sequence[str], new_keys: Sequence[str]
+) -> IntArray:
+    """An earlier version's membership carried onto a new version's rows by their key: per new
+    row, the class of the earlier row with the same key, or :data:`NOT_IN` when the earlier
+    version has no such key. Keys must be unique in each version (``EngineError``)."""
+    earlier = pd.Index(pd.Series(list(earlier_keys), dtype=object))
+    new = pd.Series(list(new_keys), dtype=object)
+    if len(earlier) != len(membership):
+        raise EngineError(
+            f"The earlier membership describes {len(membership):,} rows and its version has "
+            f"{len(earlier):,}."
+        )
+    for name, keys in (("earlier", earlier), ("new", pd.Index(new))):
+        if not keys.is_unique:
+            raise EngineError(f"The key column's values repeat in the {name} version.")
+    positions = earlier.get_indexer(pd.Index(new))
+    aligned = np.full(len(new), NOT_IN, dtype=np.int64)
+    found = positions >= 0
+    aligned[found] = np.asarray(membership, dtype=np.int64)[positions[found]]
+    return aligned
 
 
 def _dense(classes: IntArray) -> IntArray:

@@ -11,6 +11,7 @@ from .logins import UsernameLock
 from .outbox import OutboxMessage
 from .package import ReleaseFile, Reproduction, TermsAcceptance
 from .privacy_budget import BudgetEntry, PrivacyBudget
+from .recipes import Recipe
 from .requests import EquivalenceClass, ReleaseRequest, ReleaseRound, Review
 from .tokens import ApiToken
 
@@ -26,6 +27,7 @@ __all__ = [
     "PrivacyBudget",
     "RELEASED_ROLES",
     "UNCHANGED_ROLES",
+    "Recipe",
     "ReleaseFile",
     "ReleaseRequest",
     "ReleaseRound",

@@ -55,6 +55,8 @@ class AuditEvent(models.Model):
         LOGIN_LOCKED = "login_locked", "Locked a user name after failed sign-ins"
         LOGIN_RELEASED = "login_released", "Released a locked user name"
         AUDIT_EXPORT = "audit_export", "Exported the audit trail"
+        RECIPE_SAVED = "recipe_saved", "Saved a recipe"
+        RECIPE_APPLIED = "recipe_applied", "Applied a recipe"
 
     # Set before the event is written, so that its hash covers it.
     created_at = models.DateTimeField(default=timezone.now, db_index=True)

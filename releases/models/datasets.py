@@ -67,6 +67,21 @@ class Dataset(models.Model):
     #: The re-identification risk on the quasi-identifiers it names, as a worker computed it
     #: for large datasets (pages read it; see datasets.risk.reidentification_risk).
     risk = models.JSONField(default=dict, blank=True)
+    #: A version: the dataset it follows (None for a first upload), its number in the lineage
+    #: (1 for the first), and the lineage's first dataset (None for the first itself).
+    previous = models.ForeignKey(
+        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="next_versions"
+    )
+    version = models.PositiveIntegerField(default=1)
+    root = models.ForeignKey(
+        "self", on_delete=models.PROTECT, null=True, blank=True, related_name="later_versions"
+    )
+    #: The lineage's key column: the same in every version, never released; the cross-release
+    #: check links the rows of different versions by it ("" for none).
+    key_column = models.CharField(max_length=255, blank=True)
+    #: How the schema differs from the previous version's, once profiled: {"new": [...],
+    #: "missing": [...], "retyped": [{"name", "was", "now"}]} (empty for a first upload).
+    schema_changes = models.JSONField(default=dict, blank=True)
 
     class Meta:
         ordering = ["-created_at", "-id"]
@@ -77,6 +92,11 @@ class Dataset(models.Model):
     @property
     def delimiter_name(self) -> str:
         return {",": "comma", ";": "semicolon", "\t": "tab", "|": "pipe"}.get(self.delimiter, "")
+
+    @property
+    def lineage_id(self) -> int:
+        """The id of the lineage's first dataset (its own for a first upload)."""
+        return self.root_id or self.pk
 
     @property
     def is_ready(self) -> bool:

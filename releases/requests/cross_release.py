@@ -23,12 +23,17 @@ import pandas as pd
 
 from releases.core import figures, storage
 from releases.core.errors import InvalidInput
+from releases.datasets import versions
+from releases.datasets.services import load_frame
 from releases.engine import AnonymizationConfig, AnonymizationResult, EngineError, PrivacyModel
 from releases.engine.criteria import EarlierReleases, LDiversity, TCloseness
 from releases.engine.cross_release import (
     ASSUMPTION,
     NOT_IN,
+    VERSIONS_LINKED,
+    VERSIONS_UNLINKED,
     ReleasedColumns,
+    align_by_key,
     cross_release_check,
     extract_membership,
     joint_class_sizes,
@@ -37,7 +42,7 @@ from releases.engine.cross_release import (
     sensitive_context,
     what_constrained,
 )
-from releases.models import ReleaseRequest
+from releases.models import Dataset, ReleaseRequest
 from releases.requests.history import released_extracts
 from releases.requests.parameters import ReleaseParameters
 
@@ -219,9 +224,26 @@ def judge(
         context = sensitive_context(frame, config.sensitive, config.sensitive_hierarchies)
     mine = _released_columns_of(result, config)
     entries = []
-    for earlier in released_extracts(release_request.dataset, exclude=release_request.pk):
+    dataset = release_request.dataset
+    earlier_ones = [
+        *earlier_versions_released(dataset),
+        *released_extracts(dataset, exclude=release_request.pk),
+    ]
+    keys: dict[int, list[str]] = {}
+
+    def keys_of(version: Dataset) -> list[str]:
+        if version.pk not in keys:
+            keys[version.pk] = load_frame(version, [dataset.key_column])[
+                dataset.key_column
+            ].tolist()
+        return keys[version.pk]
+
+    for earlier in earlier_ones:
         try:
             membership, source = membership_of(earlier, load)
+            if earlier.dataset_id != dataset.pk:
+                membership = align_by_key(membership, keys_of(earlier.dataset), keys_of(dataset))
+                source = f"{source}, linked by {dataset.key_column}"
         except (EngineError, InvalidInput, KeyError, ValueError) as exc:
             entries.append(_unmeasured(earlier, f"it could not be re-applied: {exc}"))
             continue
@@ -257,6 +279,24 @@ def judge(
     return entries
 
 
+def earlier_versions_released(dataset: Dataset) -> list[ReleaseRequest]:
+    """The released extracts of the lineage's earlier versions, oldest first: judged with a new
+    extract as releases of the same source, when a key column links the versions' rows
+    (without one, they are not linked: see :func:`summary_part`)."""
+    if not dataset.key_column:
+        return []
+    earlier = versions.lineage(dataset).filter(version__lt=dataset.version)
+    return list(
+        ReleaseRequest.objects.filter(
+            dataset__in=earlier,
+            kind=ReleaseRequest.Kind.EXTRACT,
+            state__in=ReleaseRequest.RELEASED_STATES,
+        )
+        .select_related("dataset", "requested_by")
+        .order_by("dataset__version", "decided_at", "id")
+    )
+
+
 def _finite(figures_: dict) -> dict:
     """JSON has no infinity: an unbounded entropy l is None."""
 
@@ -274,6 +314,8 @@ def _described(earlier: ReleaseRequest) -> dict[str, Any]:
     return {
         "request": earlier.pk,
         "name": release_name(earlier),
+        "dataset": earlier.dataset_id,
+        "version": earlier.dataset.version,
         "description": earlier.model_description,
         "state": earlier.effective_state,
         "approved_at": earlier.decided_at.isoformat() if earlier.decided_at else None,
@@ -286,9 +328,19 @@ def _unmeasured(earlier: ReleaseRequest, reason: str) -> dict[str, Any]:
     return {**_described(earlier), "measured": False, "passed": False, "reason": reason}
 
 
-def summary_part(entries: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """What the run adds to the summary beside the entries."""
-    return {"cross_release": list(entries), "cross_release_assumption": ASSUMPTION}
+def summary_part(
+    entries: Sequence[dict[str, Any]], dataset: Dataset | None = None
+) -> dict[str, Any]:
+    """What the run adds to the summary beside the entries: the assumption, and for a version
+    of a lineage how releases of its other versions are judged."""
+    assumption = ASSUMPTION
+    if dataset is not None and (dataset.version > 1 or dataset.next_versions.exists()):
+        assumption += " " + (
+            VERSIONS_LINKED.format(key=dataset.key_column)
+            if dataset.key_column
+            else VERSIONS_UNLINKED
+        )
+    return {"cross_release": list(entries), "cross_release_assumption": assumption}
 
 
 __all__ = [

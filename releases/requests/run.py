@@ -583,7 +583,8 @@ def _judged_together(
         **cross_release.summary_part(
             cross_release.judge(
                 release_request, built.result, built.config, frame, new, reapplied_inputs
-            )
+            ),
+            release_request.dataset,
         ),
     }
     if earlier:

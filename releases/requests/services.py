@@ -20,6 +20,7 @@ from django.utils import timezone
 from releases.background import outbox
 from releases.core import audit, roles, storage
 from releases.core.errors import InvalidInput
+from releases.datasets import versions
 from releases.datasets.selectors import ensure_ready, get_dataset_for
 from releases.engine import EngineError, PrivacyModel
 from releases.engine import parse_levels as parse_engine_levels
@@ -106,6 +107,8 @@ def tagging_snapshot(dataset: Dataset, justifications: dict[str, str] | None = N
         "justifications": {},
     }
     for column in dataset.columns.all():
+        if column.name == dataset.key_column and column.role in RELEASED_ROLES:
+            column.role = Role.WITHHELD  # the lineage's key column is never released
         snapshot["roles"][column.name] = column.role
         snapshot["types"][column.name] = column.column_type
         if column.suggested_role:
@@ -250,6 +253,7 @@ def request_release(
     """Save a release request and enqueue its run once the transaction has committed."""
     dataset = get_dataset_for(user, dataset.pk)
     ensure_ready(dataset)
+    versions.check_request(dataset)
     sharing = sharing or Sharing()
     snapshot = tagging_snapshot(dataset, justifications)
     _validate(params, dataset, snapshot)
@@ -305,6 +309,7 @@ def resubmit(
         if not response:
             raise InvalidInput("Answer the reviewers' comments before resubmitting.")
         dataset = get_dataset_for(user, release_request.dataset_id)
+        versions.check_request(dataset)
         snapshot = tagging_snapshot(dataset, justifications)
         _validate(params, dataset, snapshot)
         _new_round(user, release_request, "resubmit", params, snapshot, response)

@@ -19,12 +19,21 @@ from releases.core.http import error_page
 from releases.core.http import is_htmx as _is_htmx
 from releases.datasets import selectors as dataset_selectors
 from releases.models import ReleaseFile
-from releases.requests import attacker, downloads, history, reproduction, selectors, services
+from releases.requests import (
+    attacker,
+    downloads,
+    history,
+    lineage,
+    recipes,
+    reproduction,
+    selectors,
+    services,
+)
 from releases.requests.forms import ReleaseRequestForm, RevokeForm
 
 
 def dataset_context(
-    dataset, request_form=None, page_number=None, user=None, history_page=None
+    dataset, request_form=None, page_number=None, user=None, history_page=None, versions_page=None
 ) -> dict:
     """The dataset page with its release request form (and, for ``user``, its release
     history)."""
@@ -34,6 +43,8 @@ def dataset_context(
     }
     if history.can_see_history(user, dataset):
         context["history"] = history.history_page(user, dataset, history_page)
+    if user is not None:
+        context.update(lineage.lineage_context(user, dataset, versions_page))
     return context
 
 
@@ -45,6 +56,7 @@ def dataset_detail(request: HttpRequest, dataset_id: int) -> HttpResponse:
         page_number=request.GET.get("page"),
         user=request.user,
         history_page=request.GET.get("history"),
+        versions_page=request.GET.get("versions"),
     )
     context["waiting_for_queue"] = dataset_selectors.waiting_for_queue(dataset)
     context["stalled"] = dataset_selectors.stalled(dataset)
@@ -259,3 +271,29 @@ def linkage_status(request: HttpRequest, request_id: int) -> HttpResponse:
     """The linkage card, polled while a worker links the attacker file (reads only)."""
     release_request, _ = attacker.linkage_for(request.user, request_id)
     return _linkage_card(request, release_request)
+
+
+# --- Recipes ----------------------------------------------------------------------------------
+
+
+@require_POST
+def recipe_save(request: HttpRequest, request_id: int) -> HttpResponse:
+    """Save a submitted request as a recipe of its dataset's versions."""
+    try:
+        recipe = recipes.save_recipe(request.user, request_id, request.POST.get("name", ""))
+    except InvalidInput as exc:
+        messages.error(request, str(exc))
+        return redirect("releases:request_detail", request_id=request_id)
+    messages.success(request, f"Saved the recipe {recipe.name}.")
+    return redirect(reverse("releases:request_detail", args=[request_id]))
+
+
+@require_POST
+def recipe_apply(request: HttpRequest, recipe_id: int, dataset_id: int) -> HttpResponse:
+    """Ask for the recipe's release of this version, submitted in one step."""
+    try:
+        release_request = recipes.apply_recipe(request.user, recipe_id, dataset_id)
+    except InvalidInput as exc:
+        messages.error(request, str(exc))
+        return redirect(reverse("releases:dataset_detail", args=[dataset_id]) + "#versions")
+    return redirect(release_request)
