@@ -35,7 +35,7 @@ __all__ = [
     "RiskSummary",
 ]
 
-Algorithm = Literal["optimal", "mondrian"]
+Algorithm = Literal["optimal", "mondrian", "heuristic"]
 
 #: ``progress(fraction, stage)``: fraction in [0, 1], stage a short human-readable label.
 ProgressCallback = Callable[[float, str], None]
@@ -64,8 +64,12 @@ class AnonymizationConfig:
     #: Attribute weights in the Loss, per quasi-identifier (ARX's: one given none weighs 0.5,
     #: and each is divided by the largest; see :func:`.metrics.loss_weights`). Empty: equal.
     weights: dict[str, float] = field(default_factory=dict)
-    #: Seconds after which a too-large lattice search falls back to a reported heuristic.
+    #: Seconds after which a too-large lattice search falls back to a reported heuristic; for
+    #: ``algorithm="heuristic"`` (:mod:`.lightning`), the seconds it keeps improving.
     time_limit: float | None = None
+    #: For ``algorithm="heuristic"``: stop after this many transformations evaluated (None: no
+    #: such limit). Unlike the time limit, the result then does not depend on the machine.
+    step_limit: int | None = None
     #: Apply these levels (per quasi-identifier; the others are searched) instead of the
     #: optimum, e.g. a candidate of an earlier run. The optimum is still searched, to compare.
     levels: dict[str, int] | None = None
@@ -172,6 +176,10 @@ class AnonymizationResult:
     #: The utility controls the search ran under: ``weights`` (per quasi-identifier, as given)
     #: and ``level_limits`` (``{column: [min, max]}``); empty when none were given.
     utility: dict[str, Any] = field(default_factory=dict)
+    #: For the heuristic search: its limits, the transformations it evaluated, why it stopped,
+    #: whether its result is proven optimal and, when the optimum is known, the Loss gap
+    #: (see :func:`.api.heuristic_summary`); empty for the other algorithms.
+    search: dict[str, Any] = field(default_factory=dict)
 
     def report(self) -> dict[str, Any]:
         """A JSON-serialisable summary (the command line's ``--report`` and the stored summary)."""
@@ -199,4 +207,5 @@ class AnonymizationResult:
             "seconds": self.seconds,
             "warnings": list(self.warnings),
             "utility": self.utility,
+            "search": self.search,
         }
