@@ -102,6 +102,8 @@ class RequestIn(Schema):
     weights: dict[str, float] = {}
     #: Per quasi-identifier, ``[lowest, highest]`` level the search may choose (null: no bound).
     level_limits: dict[str, tuple[int | None, int | None]] = {}
+    #: With ``"algorithm": "heuristic"``: the seconds the search keeps improving (1 to 3600).
+    time_limit: float | None = None
 
 
 class RequestOut(Schema):

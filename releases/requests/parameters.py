@@ -11,6 +11,13 @@ from typing import Any
 from releases.engine import PrivacyModel
 from releases.models import ReleaseRequest
 
+#: The heuristic search's time limit on these pages: its default and its largest (seconds).
+DEFAULT_TIME_LIMIT = 10
+MAX_TIME_LIMIT = 3600
+#: From this many quasi-identifiers on, the request form suggests the heuristic search (the
+#: optimal search's lattice grows with the product of the hierarchies' heights).
+HEURISTIC_SUGGESTED_FROM = 15
+
 
 @dataclass(frozen=True, init=False)
 class ReleaseParameters:
@@ -29,6 +36,8 @@ class ReleaseParameters:
     #: lowest and highest level the search may choose (``{column: (min, max)}``, either None).
     weights: dict[str, float] | None = None
     level_limits: dict[str, tuple[int | None, int | None]] | None = None
+    #: The heuristic search's time limit in seconds (None for the other algorithms).
+    time_limit: float | None = None
 
     def __init__(
         self,
@@ -38,6 +47,7 @@ class ReleaseParameters:
         earlier_releases: tuple[int, ...] | list[int] = (),
         weights: dict[str, float] | None = None,
         level_limits: dict[str, Any] | None = None,
+        time_limit: float | None = None,
         **keywords,
     ) -> None:
         """``keywords`` build the model with the engine's keyword constructor instead
@@ -59,6 +69,7 @@ class ReleaseParameters:
             if lo is not None or hi is not None
         }
         object.__setattr__(self, "level_limits", limits or None)
+        object.__setattr__(self, "time_limit", None if time_limit is None else float(time_limit))
 
     @classmethod
     def of(cls, release_request: ReleaseRequest) -> ReleaseParameters:
@@ -74,6 +85,7 @@ class ReleaseParameters:
             (data or {}).get("earlier_releases") or (),
             (data or {}).get("weights") or None,
             (data or {}).get("level_limits") or None,
+            (data or {}).get("time_limit"),
         )
 
     def to_json(self) -> dict:
@@ -90,6 +102,8 @@ class ReleaseParameters:
             out["weights"] = dict(self.weights)
         if self.level_limits:
             out["level_limits"] = {k: list(v) for k, v in self.level_limits.items()}
+        if self.time_limit is not None:
+            out["time_limit"] = self.time_limit
         return out
 
     def with_levels(self, levels: dict[str, int] | None) -> ReleaseParameters:

@@ -116,6 +116,7 @@ def engine_config(
         weights={k: v for k, v in (params.weights or {}).items() if k in hierarchies},
         min_levels={k: v for k, v in params.min_levels().items() if k in hierarchies},
         max_levels={k: v for k, v in params.max_levels().items() if k in hierarchies},
+        time_limit=params.time_limit,
     )
 
 
