@@ -50,9 +50,7 @@ def generate(out_dir: Path, rows: int = ROWS, seed: int = SEED) -> Path:
         noise = rng.normal(0.0, 1.0, rows)
         values = centre + spread * (weight * profile + (1 - weight**2) ** 0.5 * noise)
         columns[name] = np.clip(np.rint(values), 0, 99).astype(int).astype(str)
-        levels = [
-            (str(v), _interval(v, 10), _interval(v, 50), "*") for v in range(100)
-        ]
+        levels = [(str(v), _interval(v, 10), _interval(v, 50), "*") for v in range(100)]
         _write_hierarchy(out_dir / f"wide_hierarchy_{name}.csv", levels)
     for name in CATEGORICAL:
         size = int(rng.choice([8, 12, 16]))

@@ -93,9 +93,7 @@ def test_the_optimal_search_ignores_the_time_limit_field(client, steward, tagged
 
 def _wide_csv(columns: int, rows: int = 120) -> bytes:
     rng = np.random.default_rng(11)
-    frame = pd.DataFrame(
-        {f"q{i:02d}": rng.choice(["a", "b", "c"], rows) for i in range(columns)}
-    )
+    frame = pd.DataFrame({f"q{i:02d}": rng.choice(["a", "b", "c"], rows) for i in range(columns)})
     return frame.to_csv(index=False).encode("utf-8")
 
 

@@ -267,7 +267,9 @@ def lightning(
             fraction = s.checked / max(n_nodes, 1)
         s.report(fraction, "searching heuristically (best first)")
 
-    def expand(queue: list[tuple[float, int, tuple[int, ...]]], node: tuple[int, ...]) -> tuple[int, ...] | None:
+    def expand(
+        queue: list[tuple[float, int, tuple[int, ...]]], node: tuple[int, ...]
+    ) -> tuple[int, ...] | None:
         """Evaluate and queue ``node``'s direct generalizations; the cheapest of them."""
         result: tuple[int, ...] | None = None
         result_loss = math.inf
@@ -288,10 +290,13 @@ def lightning(
     def prune(node: tuple[int, ...]) -> bool:
         if node in expanded or node in insufficient:
             return True
-        if best is not None and node != best:
-            if bound(node) > best_loss + _TIE * max(1.0, abs(best_loss)):
-                insufficient.add(node)
-                return True
+        if (
+            best is not None
+            and node != best
+            and bound(node) > best_loss + _TIE * max(1.0, abs(best_loss))
+        ):
+            insufficient.add(node)
+            return True
         return False
 
     s.report(0.0, "searching heuristically (best first)")
@@ -307,7 +312,9 @@ def lightning(
         step += 1
         if step == 1 or step % stepping == 0:
             current: tuple[int, ...] | None = node
-            while current is not None and not must_stop() and (current == node or not prune(current)):
+            while (
+                current is not None and not must_stop() and (current == node or not prune(current))
+            ):
                 current = expand(queue, current)
         else:
             expand(queue, node)
