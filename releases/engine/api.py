@@ -544,10 +544,14 @@ def _search(
 
 
 def _validate_limits(config: AnonymizationConfig) -> None:
-    """The heuristic search's limits: at least one, each positive."""
+    """The heuristic search's limits: at least one, each positive (the optimal search's time
+    limit, after which it falls back to a greedy climb, may be 0)."""
     limit, steps = config.time_limit, config.step_limit
-    if limit is not None and not (
-        isinstance(limit, int | float) and math.isfinite(limit) and limit > 0
+    heuristic = config.algorithm == "heuristic"
+    if (
+        heuristic
+        and limit is not None
+        and not (isinstance(limit, int | float) and math.isfinite(limit) and limit > 0)
     ):
         raise EngineError(f"The time limit must be a positive number of seconds, not {limit}.")
     if steps is not None and not (isinstance(steps, int) and steps > 0):
