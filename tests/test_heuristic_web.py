@@ -13,11 +13,12 @@ from django.core.cache import cache
 from django.urls import reverse
 
 from releases.core import storage
-from releases.models import ReleaseRequest, Role
+from releases.models import ReleaseRequest, Reproduction, Role
+from releases.requests import reproduction
 from releases.requests.parameters import ReleaseParameters
 from tests.support import factories
 from tests.support.api import client_for, token_for
-from tests.support.workflow import form_data, run, tag
+from tests.support.workflow import approve, form_data, run, tag
 
 pytestmark = pytest.mark.django_db
 
@@ -124,3 +125,18 @@ def test_the_api_takes_the_time_limit_as_the_form_does(steward, tagged):
     assert response.status_code == 201, response.content
     stored = ReleaseRequest.objects.get(pk=response.json()["id"]).parameters
     assert stored["algorithm"] == "heuristic" and stored["time_limit"] == 12.5
+
+
+def test_a_reproduction_applies_the_levels_the_search_chose(client, steward, officer, tagged):
+    response = _post(client, steward, tagged, algorithm="heuristic", time_limit="30")
+    assert response.status_code == 302
+    done = approve(officer, run(ReleaseRequest.objects.latest("pk")))
+    again = reproduction.reproduce(reproduction.request_reproduction(officer, done.pk).pk)
+    assert again.state == Reproduction.State.IDENTICAL
+    # With other levels recorded (all at the top), the re-run follows them, not a new search.
+    heights = done.summary["heights"]
+    summary = {**done.summary, "levels": {q: heights[q] - 1 for q in heights}}
+    assert summary["levels"] != done.summary["levels"]
+    ReleaseRequest.objects.filter(pk=done.pk).update(summary=summary)
+    other = reproduction.reproduce(reproduction.request_reproduction(officer, done.pk).pk)
+    assert other.state == Reproduction.State.DIFFERENT

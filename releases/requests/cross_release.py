@@ -190,7 +190,7 @@ def _released_columns(summary: dict) -> ReleasedColumns:
 def _released_columns_of(
     result: AnonymizationResult, config: AnonymizationConfig
 ) -> ReleasedColumns:
-    levels = result.levels if result.algorithm == "optimal" else None
+    levels = result.levels if result.algorithm != "mondrian" else None
     return ReleasedColumns(
         tuple(map(str, result.data.columns)),
         {q: None if levels is None else levels[q] for q in config.quasi_identifiers},
