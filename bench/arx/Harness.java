@@ -38,6 +38,7 @@ import org.deidentifier.arx.metric.Metric;
  *      [--delta-presence DMIN,DMAX --subset FILE]
  *      [--weights COL=W,...] [--level-limits COL=MIN:MAX,...]
  *      [--microaggregate COL=mean|median|mode|interval,...] [--output OUT.csv]
+ *      [--heuristic SECONDS [--heuristic-steps N]]
  * java Harness --derived-k yes --sample-size N --ks 2,5,... --significances 0.01,...
  *      --population-sizes 30162,301620,...
  * </pre>
@@ -135,6 +136,15 @@ public class Harness {
             }
         }
         config.setSuppressionLimit(Double.parseDouble(options.getOrDefault("suppression-limit", "0")));
+        // The heuristic search (ARX's Lightning, best first from the bottom) within a time limit
+        // in seconds and, optionally, a limit on the transformations checked.
+        if (options.containsKey("heuristic")) {
+            config.setAlgorithm(ARXConfiguration.AnonymizationAlgorithm.BEST_EFFORT_BOTTOM_UP);
+            config.setHeuristicSearchTimeLimit((int) Math.round(Double.parseDouble(options.get("heuristic")) * 1000));
+            if (options.containsKey("heuristic-steps")) {
+                config.setHeuristicSearchStepLimit(Integer.parseInt(options.get("heuristic-steps")));
+            }
+        }
 
         DataSubset subset = null;
         if (options.containsKey("subset")) {
@@ -183,6 +193,12 @@ public class Harness {
         out.append("],\n  \"rows_in\": ").append(subset == null ? input.getNumRows() : subset.getArray().length);
         out.append(",\n  \"optimum_found\": ").append(result.getGlobalOptimum() != null);
         out.append(",\n  \"milliseconds\": ").append(result.getTime());
+        if (options.containsKey("heuristic")) {
+            out.append(",\n  \"algorithm\": \"lightning\"");
+            out.append(",\n  \"optimum_proven\": ").append(result.getOptimumFound());
+            out.append(",\n  \"transformations_checked\": ")
+               .append(result.getProcessStatistics().getTransformationsChecked());
+        }
         if (kmap != null && !kmap.isAccurate()) {
             out.append(",\n  \"derived_k\": ").append(kmap.getDerivedK());
             out.append(",\n  \"type1_error\": ").append(String.format(Locale.ROOT, "%.17g", kmap.getType1Error()));

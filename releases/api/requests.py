@@ -39,6 +39,8 @@ def _form_data(body: RequestIn, dataset) -> QueryDict:
     data["suppression_percent"] = str(body.suppression_percent)
     if body.algorithm:
         data["algorithm"] = body.algorithm
+    if body.time_limit is not None:
+        data["time_limit"] = str(body.time_limit)
     for model, params in body.models.items():
         data[f"use__{model}"] = "on"
         for name, value in params.items():

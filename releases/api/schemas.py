@@ -151,6 +151,8 @@ class RequestIn(Schema):
     #: Per quasi-identifier to microaggregate instead of generalize: "mean", "median", "mode"
     #: or "interval" (the other quasi-identifiers form the classes).
     microaggregate: dict[str, str] = {}
+    #: With ``"algorithm": "heuristic"``: the seconds the search keeps improving (1 to 3600).
+    time_limit: float | None = None
 
 
 class RequestOut(Schema):

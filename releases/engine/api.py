@@ -16,7 +16,16 @@ from . import metrics
 from .arrays import BoolArray, CodeArray, FloatArray, IntArray, ObjectArray, SmallIntArray
 from .criteria import DataContext, EarlierReleases, Evaluation, PrivacyModel
 from .hierarchy import Hierarchy
-from .lattice import CandidateEntry, EncodedData, SearchResult, Table, pareto_front, search
+from .lattice import (
+    MAX_NODES,
+    CandidateEntry,
+    EncodedData,
+    SearchResult,
+    Table,
+    pareto_front,
+    search,
+)
+from .lightning import HeuristicResult, lightning
 from .microaggregation import (
     NUMERIC_FUNCTIONS,
     AggregatedColumn,
@@ -172,7 +181,8 @@ def _validate_microaggregate(data: pd.DataFrame, config: AnonymizationConfig) ->
         return
     validate_microaggregation(micro, list(config.quasi_identifiers))
     if config.algorithm != "optimal":
-        raise EngineError("Microaggregation applies to the optimal search, not to Mondrian.")
+        other = "Mondrian" if config.algorithm == "mondrian" else "the heuristic search"
+        raise EngineError(f"Microaggregation applies to the optimal search, not to {other}.")
     if config.research_subset is not None:
         raise EngineError("Microaggregation is not available with a research subset.")
     if config.earlier_releases:
@@ -226,8 +236,11 @@ def validate_config(
     search does that itself while encoding, so :func:`anonymize` skips it here)."""
     model = config.model
     model.validate()
-    if config.algorithm not in ("optimal", "mondrian"):
-        raise EngineError(f"Unknown algorithm {config.algorithm!r}; use 'optimal' or 'mondrian'.")
+    if config.algorithm not in ("optimal", "mondrian", "heuristic"):
+        raise EngineError(
+            f"Unknown algorithm {config.algorithm!r}; use 'optimal', 'heuristic' or 'mondrian'."
+        )
+    _validate_limits(config)
     if not config.quasi_identifiers:
         raise EngineError("Choose at least one quasi-identifier.")
     roles: dict[str, str] = {}
@@ -278,7 +291,7 @@ def validate_config(
                 f"The research subset marks {subset.population_rows:,} rows, the population "
                 f"table has {n:,}."
             )
-        if config.algorithm != "optimal":
+        if config.algorithm == "mondrian":
             raise EngineError("A research subset needs the optimal search, not Mondrian.")
         n = subset.size
         if n == 0:
@@ -297,9 +310,11 @@ def validate_config(
         problem = criterion.data_problem(context)
         if problem:
             raise EngineError(problem)
+    if config.levels is not None and config.algorithm == "heuristic":
+        raise EngineError("Fixed levels apply to the optimal search, not to the heuristic search.")
     if config.levels is not None and config.algorithm != "optimal":
         raise EngineError("Fixed levels apply to the optimal search, not to Mondrian.")
-    if (config.min_levels or config.max_levels) and config.algorithm != "optimal":
+    if (config.min_levels or config.max_levels) and config.algorithm == "mondrian":
         raise EngineError("Level limits apply to the optimal search, not to Mondrian.")
     for bounds, what in (
         (config.min_levels, "minimum"),
@@ -354,7 +369,7 @@ def anonymize(
     satisfies the model within the suppression limit (or the fixed levels do not).
     """
     started = time.perf_counter()
-    validate_config(data, config, check_values=config.algorithm != "optimal")
+    validate_config(data, config, check_values=config.algorithm == "mondrian")
     if config.algorithm == "mondrian":
         return anonymize_mondrian(data, config, progress)
     utility = config.utility()
@@ -370,7 +385,13 @@ def anonymize(
     population_size = context.population_size
     lo = [int(config.min_levels.get(q, 0)) for q in qis]
     hi = [int(config.max_levels.get(q, config.quasi_identifiers[q].height - 1)) for q in qis]
-    found, optimum, candidates = _search(enc, model, qis, lo, hi, config, progress, context)
+    search_info: dict[str, object] = {}
+    if config.algorithm == "heuristic":
+        found, optimum, candidates, search_info = _heuristic(
+            enc, model, qis, lo, hi, config, progress, context
+        )
+    else:
+        found, optimum, candidates = _search(enc, model, qis, lo, hi, config, progress, context)
 
     # Re-derive the chosen transformation from the level-0 table to map rows to classes.
     table, base_to_class, judged = judge_levels(enc, model, context, found.levels)
@@ -478,7 +499,7 @@ def anonymize(
     ]
     return AnonymizationResult(
         data=extract,
-        algorithm="optimal",
+        algorithm=config.algorithm,
         levels={q: int(v) for q, v in zip(qis, found.levels, strict=True)},
         heights=heights,
         rows_in=n,
@@ -504,6 +525,7 @@ def anonymize(
         class_sizes_before=np.asarray(before, dtype=np.int64),
         population_rows=enc.population_rows,
         utility=utility,
+        search=search_info,
     )
 
 
@@ -621,6 +643,103 @@ def _search(
         qis, (best.levels, best.loss, _highest(best), best.suppressed), best.levels
     )
     return (chosen or best), optimum, front
+
+
+def _validate_limits(config: AnonymizationConfig) -> None:
+    """The heuristic search's limits: at least one, each positive (the optimal search's time
+    limit, after which it falls back to a greedy climb, may be 0)."""
+    limit, steps = config.time_limit, config.step_limit
+    heuristic = config.algorithm == "heuristic"
+    if (
+        heuristic
+        and limit is not None
+        and not (isinstance(limit, int | float) and math.isfinite(limit) and limit > 0)
+    ):
+        raise EngineError(f"The time limit must be a positive number of seconds, not {limit}.")
+    if steps is not None and not (isinstance(steps, int) and steps > 0):
+        raise EngineError(f"The step limit must be a whole number of 1 or more, not {steps}.")
+    if config.algorithm == "heuristic" and limit is None and steps is None:
+        raise EngineError("The heuristic search needs a time limit (seconds) or a step limit.")
+    if steps is not None and config.algorithm != "heuristic":
+        raise EngineError("A step limit applies to the heuristic search only.")
+
+
+def _heuristic(
+    enc: EncodedData,
+    model: PrivacyModel,
+    qis: list[str],
+    lo: list[int],
+    hi: list[int],
+    config: AnonymizationConfig,
+    progress: ProgressCallback | None,
+    context: DataContext,
+) -> tuple[SearchResult, Candidate, list[Candidate], dict[str, object]]:
+    """The heuristic search's best transformation, the Pareto front of its valid candidates,
+    and its summary (:func:`heuristic_summary`). When the search stopped before exhausting a
+    lattice the optimal search can lay out (:data:`.lattice.MAX_NODES`), the optimal search
+    runs too, within the same time limit, so that the gap to the optimum can be stated."""
+    found = lightning(enc, model, lo, hi, config.time_limit, config.step_limit, progress, context)
+    optimum_loss: float | None = found.loss if found.exhausted else None
+    n_nodes = math.prod(b - a + 1 for a, b in zip(lo, hi, strict=True))
+    if not found.exhausted and n_nodes <= MAX_NODES:
+        exact = search(enc, model, lo, hi, config.time_limit, None, context, explore=0)
+        if not exact.heuristic:
+            optimum_loss = exact.loss
+    front = [_candidate(qis, c, found.levels) for c in pareto_front(found.candidates)]
+    best = _candidate(
+        qis, (found.levels, found.loss, _highest(found), found.suppressed), found.levels
+    )
+    return found, best, front, heuristic_summary(found, config, optimum_loss)
+
+
+def heuristic_summary(
+    found: HeuristicResult, config: AnonymizationConfig, optimum_loss: float | None
+) -> dict[str, object]:
+    """What the report states about a heuristic search: its limits, the transformations it
+    evaluated (``steps``), why it stopped, whether its result is proven optimal (the lattice
+    was exhausted), the optimum's Loss when known and the gap to it (Loss minus the optimum's,
+    absolute and relative)."""
+    gap = None if optimum_loss is None else max(found.loss - optimum_loss, 0.0)
+    if gap is not None and gap <= 1e-12 * max(1.0, abs(optimum_loss or 0.0)):
+        gap = 0.0
+    return {
+        "algorithm": "heuristic",
+        "time_limit": config.time_limit,
+        "step_limit": config.step_limit,
+        "steps": int(found.transformations_checked),
+        "expansions": int(found.expansions),
+        "stopped": found.stopped,
+        "seconds": float(found.seconds),
+        "proven_optimal": bool(found.exhausted),
+        "optimum_known": optimum_loss is not None,
+        "optimum_loss": optimum_loss,
+        "loss_gap": gap,
+        "loss_gap_relative": (
+            None if gap is None or not optimum_loss else float(gap / optimum_loss)
+        ),
+        "statement": optimality_statement(found.exhausted, gap, optimum_loss),
+    }
+
+
+def optimality_statement(exhausted: bool, gap: float | None, optimum_loss: float | None) -> str:
+    """One sentence for the report and the request page."""
+    if exhausted:
+        return "Proven optimal: the search evaluated or pruned every transformation."
+    if gap is None or optimum_loss is None:
+        return (
+            "Not proven optimal: the search stopped at its limit, and the optimum is not known "
+            "(the lattice is too large for the optimal search, or it did not finish in time)."
+        )
+    if gap == 0.0:
+        return (
+            "Optimal, though not proven by the search itself: its Loss equals the optimum's, "
+            "found by the optimal search."
+        )
+    share = f" ({gap / optimum_loss:.1%} more)" if optimum_loss else ""
+    return (
+        f"Not optimal: its Loss is {gap:.6f} above the optimum's {optimum_loss:.6f}{share}, "
+        "found by the optimal search."
+    )
 
 
 def _highest(found: SearchResult) -> float:

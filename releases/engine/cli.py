@@ -9,7 +9,8 @@
               [--levels COL=N[,COL=N...]] [--sensitive-hierarchy COL=FILE ...]
               [--weights COL=W,...] [--level-limits COL=MIN:MAX,...]
               [--microaggregate COL=mean|median|mode|interval,...]
-              [--suppression-limit F] [--algorithm optimal|mondrian] [--delimiter D]
+              [--suppression-limit F] [--algorithm optimal|heuristic|mondrian]
+              [--time-limit S] [--step-limit N] [--delimiter D]
               [--seed N] [--earlier-report R.json ... [--protect-earlier]]
               [--attacker-file FILE]
 
@@ -158,7 +159,27 @@ def build_parser(prog: str = "anonymize") -> argparse.ArgumentParser:
         help="the rows to release, INPUT being the population table they are drawn from "
         "(same columns; matched to INPUT's rows by content), for k-map and δ-presence",
     )
-    p.add_argument("--algorithm", choices=["optimal", "mondrian"], default="optimal")
+    p.add_argument(
+        "--algorithm",
+        choices=["optimal", "heuristic", "mondrian"],
+        default="optimal",
+        help="optimal: the whole lattice, exact; heuristic: best first from the bottom within "
+        "--time-limit (for 15 or more quasi-identifiers); mondrian: local recoding",
+    )
+    p.add_argument(
+        "--time-limit",
+        type=float,
+        metavar="S",
+        help="with --algorithm heuristic: seconds the search keeps improving (required unless "
+        "--step-limit is given)",
+    )
+    p.add_argument(
+        "--step-limit",
+        type=int,
+        metavar="N",
+        help="with --algorithm heuristic: stop after N transformations evaluated (the same "
+        "result on every machine)",
+    )
     utility = p.add_argument_group("utility", "what the search keeps (optimal search)")
     utility.add_argument(
         "--weights",
@@ -364,6 +385,12 @@ def build_config(args: argparse.Namespace, df: pd.DataFrame) -> AnonymizationCon
         if name not in args.sensitive:
             raise CliError(f"--sensitive-hierarchy {name!r}: not named with --sensitive")
         sensitive_hierarchies[name] = _load_hierarchy(name, file, df[name])
+    if args.algorithm != "heuristic":
+        for given, option in ((args.time_limit, "--time-limit"), (args.step_limit, "--step-limit")):
+            if given is not None:
+                raise CliError(f"{option} applies to --algorithm heuristic only")
+    elif args.time_limit is None and args.step_limit is None:
+        raise CliError("--algorithm heuristic needs --time-limit S (or --step-limit N)")
     model = _privacy_model(args)
     limits = parse_level_limits(args.level_limits) if args.level_limits else ({}, {})
     subset = None
@@ -386,6 +413,8 @@ def build_config(args: argparse.Namespace, df: pd.DataFrame) -> AnonymizationCon
         min_levels=limits[0],
         max_levels=limits[1],
         microaggregate=parse_microaggregate(args.microaggregate) if args.microaggregate else {},
+        time_limit=args.time_limit,
+        step_limit=args.step_limit,
     )
 
 
@@ -509,7 +538,7 @@ def _protecting(config: AnonymizationConfig, earlier: list[EarlierRelease]) -> A
 def _released_columns(
     data: pd.DataFrame, config: AnonymizationConfig, result: AnonymizationResult
 ) -> ReleasedColumns:
-    levels = result.levels if result.algorithm == "optimal" else None
+    levels = result.levels if result.algorithm != "mondrian" else None
     qis: dict[str, int | None] = {
         q: None if levels is None else levels[q] for q in config.quasi_identifiers
     }
@@ -628,7 +657,7 @@ def execute(
             _hierarchy_files(args),
             input_sha256,
             len(df),
-            result.levels if result.algorithm == "optimal" else None,
+            result.levels if result.algorithm != "mondrian" else None,
             result.algorithm,
             seed,
             [str(c) for c in data.columns],
@@ -642,7 +671,7 @@ def execute(
             summary["cross_release_assumption"] = ASSUMPTION
             summary["cross_release"] = cross_release(df, data, source_rows, config, result, earlier)
         if attacker is not None:
-            levels = result.levels if result.algorithm == "optimal" else None
+            levels = result.levels if result.algorithm != "mondrian" else None
             rules = {
                 q: ColumnRule(h, None if levels is None else levels[q])
                 for q, h in config.quasi_identifiers.items()
@@ -660,6 +689,11 @@ def execute(
         if result.levels is not None:
             chosen = ",".join(f"{q}={v}" for q, v in result.levels.items())
             how = f"levels {chosen}" + (" as given" if result.levels_fixed else ", the optimum")
+            if result.search:
+                how = (
+                    f"levels {chosen}, the best the heuristic search found in "
+                    f"{result.search['steps']} steps; {result.search['statement']}"
+                )
         stdout.write(
             f"{result.rows_out} of {result.rows_in} rows released in {len(result.classes)} "
             f"classes (k={result.achieved_k}; {config.model.describe_criteria()}; {how}; "

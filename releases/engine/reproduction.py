@@ -221,7 +221,7 @@ class Reproduction:
         return cls.from_dict(report[REPORT_KEY])
 
     def released_columns(self) -> ReleasedColumns:
-        local = self.algorithm != "optimal" or self.levels is None
+        local = self.algorithm == "mondrian" or self.levels is None
         qis: dict[str, int | None] = {
             h.column: None if local else (self.levels or {}).get(h.column)
             for h in self.quasi_identifiers

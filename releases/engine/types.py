@@ -35,7 +35,7 @@ __all__ = [
     "RiskSummary",
 ]
 
-Algorithm = Literal["optimal", "mondrian"]
+Algorithm = Literal["optimal", "mondrian", "heuristic"]
 
 #: ``progress(fraction, stage)``: fraction in [0, 1], stage a short human-readable label.
 ProgressCallback = Callable[[float, str], None]
@@ -69,8 +69,12 @@ class AnonymizationConfig:
     #: used): the other quasi-identifiers form the classes, and each released value is its
     #: class's aggregate, as ARX does without clustering. Optimal search only.
     microaggregate: dict[str, str] = field(default_factory=dict)
-    #: Seconds after which a too-large lattice search falls back to a reported heuristic.
+    #: Seconds after which a too-large lattice search falls back to a reported heuristic; for
+    #: ``algorithm="heuristic"`` (:mod:`.lightning`), the seconds it keeps improving.
     time_limit: float | None = None
+    #: For ``algorithm="heuristic"``: stop after this many transformations evaluated (None: no
+    #: such limit). Unlike the time limit, the result then does not depend on the machine.
+    step_limit: int | None = None
     #: Apply these levels (per quasi-identifier; the others are searched) instead of the
     #: optimum, e.g. a candidate of an earlier run. The optimum is still searched, to compare.
     levels: dict[str, int] | None = None
@@ -181,6 +185,10 @@ class AnonymizationResult:
     #: ``level_limits`` (``{column: [min, max]}``) and ``microaggregate`` (``{column:
     #: function}``, columns not generalized and absent from ``levels``); empty when none.
     utility: dict[str, Any] = field(default_factory=dict)
+    #: For the heuristic search: its limits, the transformations it evaluated, why it stopped,
+    #: whether its result is proven optimal and, when the optimum is known, the Loss gap
+    #: (see :func:`.api.heuristic_summary`); empty for the other algorithms.
+    search: dict[str, Any] = field(default_factory=dict)
 
     def report(self) -> dict[str, Any]:
         """A JSON-serialisable summary (the command line's ``--report`` and the stored summary)."""
@@ -208,4 +216,5 @@ class AnonymizationResult:
             "seconds": self.seconds,
             "warnings": list(self.warnings),
             "utility": self.utility,
+            "search": self.search,
         }

@@ -43,6 +43,7 @@ class ReleaseRequest(models.Model):
     class Algorithm(models.TextChoices):
         OPTIMAL = "optimal", "Optimal full-domain generalization"
         MONDRIAN = "mondrian", "Mondrian (multidimensional local recoding)"
+        HEURISTIC = "heuristic", "Search within a time limit (for many quasi-identifiers)"
 
     #: States in which nothing changes without a person acting (the page stops polling).
     SETTLED_STATES = frozenset(

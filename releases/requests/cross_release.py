@@ -195,7 +195,7 @@ def _released_columns(summary: dict) -> ReleasedColumns:
 def _released_columns_of(
     result: AnonymizationResult, config: AnonymizationConfig
 ) -> ReleasedColumns:
-    levels = result.levels if result.algorithm == "optimal" else None
+    levels = result.levels if result.algorithm != "mondrian" else None
     return ReleasedColumns(
         tuple(map(str, result.data.columns)),
         # A microaggregated column has no level: its values are per class, as local recoding's.

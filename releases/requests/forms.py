@@ -19,7 +19,12 @@ from releases.engine.microaggregation import describe as describe_aggregate
 from releases.models import ReleaseRequest
 from releases.requests.cross_release import protected_model, protecting, release_name
 from releases.requests.history import released_extracts
-from releases.requests.parameters import ReleaseParameters
+from releases.requests.parameters import (
+    DEFAULT_TIME_LIMIT,
+    HEURISTIC_SUGGESTED_FROM,
+    MAX_TIME_LIMIT,
+    ReleaseParameters,
+)
 from releases.requests.selectors import (
     identifiers_released_unchanged,
     quasi_identifier_columns,
@@ -85,6 +90,18 @@ class ModelForm(forms.Form):
         initial=ReleaseRequest.Algorithm.OPTIMAL,
         required=False,
     )
+    time_limit = forms.DecimalField(
+        label="Time limit of the search (seconds)",
+        min_value=1,
+        max_value=MAX_TIME_LIMIT,
+        decimal_places=1,
+        initial=DEFAULT_TIME_LIMIT,
+        required=False,
+        help_text="The search within a time limit keeps improving its best transformation "
+        "until then, and states whether it is proven optimal.",
+    )
+    #: 15 or more quasi-identifiers are tagged: the search within a time limit is suggested.
+    heuristic_suggested = False
 
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -143,7 +160,7 @@ class ModelForm(forms.Form):
 
     def model_fields(self):
         """The fields of the privacy model (not the sharing or justification fields)."""
-        names = ["suppression_percent", "algorithm"]
+        names = ["suppression_percent", "algorithm", "time_limit"]
         for name, kind in REGISTRY.items():
             names += [_use_key(name), *(spec.key(name) for spec in kind.params)]
         names += [spec.name for spec in POPULATION_PARAMS]
@@ -179,6 +196,14 @@ class ModelForm(forms.Form):
                 problem = str(exc)
             if problem:
                 self.add_error(spec.name, problem)
+        if data.get("algorithm") == ReleaseRequest.Algorithm.HEURISTIC and (
+            data.get("time_limit") is None
+        ):
+            self.add_error(
+                "time_limit",
+                "The search within a time limit needs the time limit, in seconds (1 to "
+                f"{MAX_TIME_LIMIT:,}).",
+            )
         if self.errors:
             return data
         if not chosen:
@@ -199,9 +224,13 @@ class ModelForm(forms.Form):
         return data
 
     def parameters(self) -> ReleaseParameters:
+        algorithm = self.cleaned_data.get("algorithm") or ReleaseRequest.Algorithm.OPTIMAL
+        limit = self.cleaned_data.get("time_limit")
+        heuristic = algorithm == ReleaseRequest.Algorithm.HEURISTIC
         return ReleaseParameters(
             self.privacy_model,
-            self.cleaned_data.get("algorithm") or ReleaseRequest.Algorithm.OPTIMAL,
+            algorithm,
+            time_limit=float(limit) if heuristic and limit is not None else None,
         )
 
     @classmethod
@@ -213,6 +242,8 @@ class ModelForm(forms.Form):
             "suppression_percent": Decimal(str(round(model.suppression_limit * 100, 2))),
             "algorithm": params.algorithm,
         }
+        if params.time_limit is not None:
+            initial["time_limit"] = params.time_limit
         initial.update({_use_key(name): False for name in REGISTRY})
         initial.update({_use_key(c.name): True for c in model.criteria if c.name in REGISTRY})
         initial["protect_earlier"] = protecting(model)
@@ -416,11 +447,19 @@ class UtilityMixin:
                     f"aggregate-{c.pk}",
                     f"{c.name} is microaggregated, not generalized: clear its level limits.",
                 )
-        if aggregated and data.get("algorithm") == ReleaseRequest.Algorithm.MONDRIAN:
+        if aggregated and data.get("algorithm") in (
+            ReleaseRequest.Algorithm.MONDRIAN,
+            ReleaseRequest.Algorithm.HEURISTIC,
+        ):
+            other = (
+                "Mondrian"
+                if data.get("algorithm") == ReleaseRequest.Algorithm.MONDRIAN
+                else "the search within a time limit"
+            )
             form.add_error(
                 "algorithm",
                 "Microaggregation applies to the optimal full-domain generalization, not to "
-                "Mondrian: choose the optimal search, or generalize every column.",
+                f"{other}: choose the optimal search, or generalize every column.",
             )
         if aggregated and len(aggregated) == len(self.utility_columns):
             form.add_error(
@@ -428,6 +467,14 @@ class UtilityMixin:
                 "At least one quasi-identifier must be generalized: the classes are formed by the "
                 "quasi-identifiers that are not microaggregated.",
             )
+
+    def suggest_heuristic(self) -> None:
+        """With :data:`HEURISTIC_SUGGESTED_FROM` or more quasi-identifiers the lattice is too
+        large for the optimal search: the search within a time limit is chosen by default."""
+        if len(self.utility_columns) >= HEURISTIC_SUGGESTED_FROM:
+            form = cast(ModelForm, self)
+            form.heuristic_suggested = True
+            form.fields["algorithm"].initial = ReleaseRequest.Algorithm.HEURISTIC
 
     def utility_parameters(self, params: ReleaseParameters) -> ReleaseParameters:
         data = self.cleaned_data
@@ -486,6 +533,7 @@ class ReleaseRequestForm(JustificationsMixin, ProtectionMixin, UtilityMixin, Mod
         self.add_justification_fields(dataset)
         self.add_protection_field(dataset)
         self.add_utility_fields(dataset)
+        self.suggest_heuristic()
 
     def clean(self) -> dict[str, Any]:
         data = super().clean()

@@ -11,6 +11,13 @@ from typing import Any
 from releases.engine import PrivacyModel
 from releases.models import ReleaseRequest
 
+#: The heuristic search's time limit on these pages: its default and its largest (seconds).
+DEFAULT_TIME_LIMIT = 10
+MAX_TIME_LIMIT = 3600
+#: From this many quasi-identifiers on, the request form suggests the heuristic search (the
+#: optimal search's lattice grows with the product of the hierarchies' heights).
+HEURISTIC_SUGGESTED_FROM = 15
+
 
 @dataclass(frozen=True, init=False)
 class ReleaseParameters:
@@ -31,6 +38,8 @@ class ReleaseParameters:
     level_limits: dict[str, tuple[int | None, int | None]] | None = None
     #: Microaggregated quasi-identifiers: column -> "mean", "median", "mode" or "interval".
     microaggregate: dict[str, str] | None = None
+    #: The heuristic search's time limit in seconds (None for the other algorithms).
+    time_limit: float | None = None
 
     def __init__(
         self,
@@ -41,6 +50,7 @@ class ReleaseParameters:
         weights: dict[str, float] | None = None,
         level_limits: dict[str, Any] | None = None,
         microaggregate: dict[str, str] | None = None,
+        time_limit: float | None = None,
         **keywords,
     ) -> None:
         """``keywords`` build the model with the engine's keyword constructor instead
@@ -67,6 +77,7 @@ class ReleaseParameters:
             "microaggregate",
             {str(k): str(v) for k, v in (microaggregate or {}).items()} or None,
         )
+        object.__setattr__(self, "time_limit", None if time_limit is None else float(time_limit))
 
     @classmethod
     def of(cls, release_request: ReleaseRequest) -> ReleaseParameters:
@@ -83,6 +94,7 @@ class ReleaseParameters:
             (data or {}).get("weights") or None,
             (data or {}).get("level_limits") or None,
             (data or {}).get("microaggregate") or None,
+            (data or {}).get("time_limit"),
         )
 
     def to_json(self) -> dict:
@@ -101,6 +113,8 @@ class ReleaseParameters:
             out["level_limits"] = {k: list(v) for k, v in self.level_limits.items()}
         if self.microaggregate:
             out["microaggregate"] = dict(self.microaggregate)
+        if self.time_limit is not None:
+            out["time_limit"] = self.time_limit
         return out
 
     def with_levels(self, levels: dict[str, int] | None) -> ReleaseParameters:

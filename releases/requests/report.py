@@ -380,6 +380,8 @@ def body(release_request: ReleaseRequest, audience: str, files: list[dict]) -> d
             "achieved": summary.get("achieved", {}),
             "heuristic": summary.get("heuristic", False),
             "levels_fixed": bool(summary.get("levels_fixed")),
+            # The heuristic search: its limits, steps and optimality statement.
+            "search": summary.get("search") or {},
         },
         "suppression": {
             "rows_in": summary.get("rows_in"),

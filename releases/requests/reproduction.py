@@ -8,6 +8,7 @@ files are written to a temporary folder and thrown away: only their hashes are k
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import tempfile
 from collections.abc import Callable
@@ -148,6 +149,13 @@ def _rerun(release_request: ReleaseRequest, pause: Callable[[str], None]) -> dic
     """The SHA-256 of each file a re-run of the round writes (in a temporary folder)."""
     frame, _ = run.load_released(release_request.dataset, release_request.config)
     params = ReleaseParameters.of(release_request)
+    levels = (release_request.summary or {}).get("levels")
+    if params.algorithm == ReleaseRequest.Algorithm.HEURISTIC and levels:
+        # The search within a time limit stops where the machine's speed has brought it: the
+        # re-run applies the levels it chose (the same classes, suppressed rows and order).
+        params = dataclasses.replace(
+            params, algorithm=ReleaseRequest.Algorithm.OPTIMAL, time_limit=None, levels=levels
+        )
     built = run.build_release(
         frame,
         release_request.config,

@@ -117,6 +117,7 @@ def engine_config(
         min_levels={k: v for k, v in params.min_levels().items() if k in hierarchies},
         max_levels={k: v for k, v in params.max_levels().items() if k in hierarchies},
         microaggregate={k: v for k, v in (params.microaggregate or {}).items() if k in hierarchies},
+        time_limit=params.time_limit,
     )
 
 

@@ -38,7 +38,7 @@ from releases.models import (
     TermsAcceptance,
 )
 from releases.requests import package, rules
-from releases.requests.parameters import ReleaseParameters
+from releases.requests.parameters import MAX_TIME_LIMIT, ReleaseParameters
 from releases.requests.selectors import ROLE_GROUPS, locked
 
 #: The task that runs an extract's round.
@@ -219,9 +219,21 @@ def _validate(params: ReleaseParameters, dataset: Dataset, snapshot: dict) -> No
                 f"The privacy model {criterion.label} cannot be enforced by Mondrian (local "
                 "recoding): choose the optimal search."
             )
+    if params.algorithm == ReleaseRequest.Algorithm.HEURISTIC:
+        limit = params.time_limit
+        if limit is None or not 1 <= limit <= MAX_TIME_LIMIT:
+            raise InvalidInput(
+                "The search within a time limit needs the time limit, in seconds (1 to "
+                f"{MAX_TIME_LIMIT:,})."
+            )
+    elif params.time_limit is not None:
+        raise InvalidInput("A time limit applies to the search within a time limit only.")
     if params.levels:
         if params.algorithm != ReleaseRequest.Algorithm.OPTIMAL:
-            raise InvalidInput("Fixed levels apply to the optimal search, not to Mondrian.")
+            raise InvalidInput(
+                "Fixed levels apply to the optimal search, not to "
+                f"{ReleaseRequest.Algorithm(params.algorithm).label}."
+            )
         qis = {q["name"] for q in snapshot["quasi_identifiers"]}
         unknown = sorted(set(params.levels) - qis)
         if unknown:
