@@ -14,7 +14,16 @@ from ninja import NinjaAPI, Swagger
 from ninja.errors import AuthenticationError, HttpError, Throttled, ValidationError
 from ninja.openapi.schema import OpenAPISchema
 
-from releases.api import audit, datasets, releases, requests, reviews, statistics, tokens
+from releases.api import (
+    audit,
+    datasets,
+    releases,
+    requests,
+    reviews,
+    statistics,
+    tokens,
+    webhooks,
+)
 from releases.api.auth import BearerToken, TokenRateThrottle
 from releases.api.problems import CONTENT_TYPE, ApiError, problem
 from releases.core.errors import InvalidInput
@@ -83,6 +92,7 @@ api.add_router("/", reviews.router)
 api.add_router("/", releases.router)
 api.add_router("/", statistics.router)
 api.add_router("/", audit.router)
+api.add_router("/", webhooks.router)
 
 
 @api.exception_handler(ApiError)

@@ -55,6 +55,9 @@ class AuditEvent(models.Model):
         LOGIN_LOCKED = "login_locked", "Locked a user name after failed sign-ins"
         LOGIN_RELEASED = "login_released", "Released a locked user name"
         AUDIT_EXPORT = "audit_export", "Exported the audit trail"
+        WEBHOOK_CREATED = "webhook_created", "Registered a webhook"
+        WEBHOOK_CHANGED = "webhook_changed", "Changed a webhook"
+        WEBHOOK_DELETED = "webhook_deleted", "Removed a webhook"
 
     # Set before the event is written, so that its hash covers it.
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
