@@ -42,11 +42,13 @@ def _kinds(user) -> list[str]:
 def test_every_transition_of_a_run_is_one_event_in_order(steward, officer):
     release_request = workflow.ready_release(steward, factories.synthetic_csv(), READY_ROLES)
     steps = list(
-        RequestEvent.objects.filter(request=release_request).values_list(
-            "previous_state", "state"
-        )
+        RequestEvent.objects.filter(request=release_request).values_list("previous_state", "state")
     )
-    assert steps == [("", State.QUEUED), (State.QUEUED, State.RUNNING), (State.RUNNING, State.READY)]
+    assert steps == [
+        ("", State.QUEUED),
+        (State.QUEUED, State.RUNNING),
+        (State.RUNNING, State.READY),
+    ]
     review.review(officer, release_request.pk, "changes", "Coarser ages.")
     last = RequestEvent.objects.filter(request=release_request).last()
     assert (last.previous_state, last.state) == (State.READY, State.CHANGES_REQUESTED)
@@ -69,9 +71,7 @@ def test_ready_for_review_tells_every_officer_but_the_requester(
     assert note.mail == Notification.Mail.NONE
 
 
-def test_an_immediate_notification_is_mailed_once_through_the_outbox(
-    steward, officer, mailoutbox
-):
+def test_an_immediate_notification_is_mailed_once_through_the_outbox(steward, officer, mailoutbox):
     officer.email = "officer@example.org"
     officer.save()
     workflow.ready_release(steward, factories.synthetic_csv(), READY_ROLES)
@@ -226,9 +226,7 @@ def test_the_secret_is_stored_encrypted_and_signs(steward):
     assert made.secret not in stored
     assert secrets.decrypt(stored) == made.secret
     assert AuditEvent.objects.filter(action=AuditEvent.Action.WEBHOOK_CREATED).count() == 1
-    assert made.secret not in json.dumps(
-        list(AuditEvent.objects.values_list("detail", flat=True))
-    )
+    assert made.secret not in json.dumps(list(AuditEvent.objects.values_list("detail", flat=True)))
 
 
 @pytest.mark.parametrize(
@@ -248,7 +246,9 @@ def test_a_webhook_needs_a_steward_and_the_stewards_own_dataset(
         services.create_endpoint(other_steward, "https://x.example.org", mine.pk)
     client.force_login(recipient)
     assert client.get(reverse("events:webhooks")).status_code == 403
-    assert client.post(reverse("events:webhooks"), {"url": "https://x.example.org"}).status_code == 403
+    assert (
+        client.post(reverse("events:webhooks"), {"url": "https://x.example.org"}).status_code == 403
+    )
     assert not WebhookEndpoint.objects.exists()
 
 
@@ -280,7 +280,9 @@ def test_another_stewards_webhook_is_out_of_sight(steward, other_steward, client
     assert "steward-one" not in page
     assert client.post(reverse("events:webhook_delete", args=[endpoint.pk])).status_code == 404
     assert (
-        client.post(reverse("events:webhook_active", args=[endpoint.pk]), {"active": "0"}).status_code
+        client.post(
+            reverse("events:webhook_active", args=[endpoint.pk]), {"active": "0"}
+        ).status_code
         == 404
     )
     endpoint.refresh_from_db()
@@ -309,9 +311,10 @@ def test_each_person_sees_and_marks_only_their_notifications(officer, ready_requ
     client.post(reverse("events:notification_read", args=[note.pk]))
     note.refresh_from_db()
     assert note.read_at is not None
-    assert "unread notifications" not in client.get(
-        reverse("events:notification_badge")
-    ).content.decode()
+    assert (
+        "unread notifications"
+        not in client.get(reverse("events:notification_badge")).content.decode()
+    )
 
 
 def test_the_notifications_page_is_paginated(officer, client):

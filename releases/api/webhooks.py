@@ -111,9 +111,7 @@ def delete_webhook(request: HttpRequest, webhook_id: int):
     return 204, None
 
 
-@router.get(
-    "/webhooks/{webhook_id}/deliveries", response={200: DeliveryPage, ERRORS: Problem}
-)
+@router.get("/webhooks/{webhook_id}/deliveries", response={200: DeliveryPage, ERRORS: Problem})
 def webhook_deliveries(request: HttpRequest, webhook_id: int, params: Query[PageParams]):
     """A webhook's deliveries, newest first."""
     endpoint = services.get_endpoint_for(user_of(request), webhook_id)

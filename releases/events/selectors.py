@@ -79,9 +79,7 @@ def delivery_of(user, kind: str) -> str:
 
 def preferences_of(user) -> dict[str, str]:
     """Every kind with ``user``'s choice for it."""
-    chosen = dict(
-        NotificationPreference.objects.filter(user=user).values_list("kind", "delivery")
-    )
+    chosen = dict(NotificationPreference.objects.filter(user=user).values_list("kind", "delivery"))
     return {kind: chosen.get(kind, Delivery.IMMEDIATELY) for kind in Kind.values}
 
 

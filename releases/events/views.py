@@ -73,9 +73,9 @@ def webhook_delete(request: HttpRequest, endpoint_id: int) -> HttpResponse:
 
 @require_GET
 def notification_list(request: HttpRequest) -> HttpResponse:
-    page = Paginator(
-        selectors.notifications_of(request.user), NOTIFICATIONS_PER_PAGE
-    ).get_page(request.GET.get("page"))
+    page = Paginator(selectors.notifications_of(request.user), NOTIFICATIONS_PER_PAGE).get_page(
+        request.GET.get("page")
+    )
     return render(
         request,
         "releases/notifications.html",
@@ -121,6 +121,4 @@ def preferences(request: HttpRequest) -> HttpResponse:
         else:
             messages.success(request, "Saved your notification preferences.")
             return redirect("events:preferences")
-    return render(
-        request, "releases/notification_preferences.html", {"form": form}, status=400
-    )
+    return render(request, "releases/notification_preferences.html", {"form": form}, status=400)

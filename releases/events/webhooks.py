@@ -35,7 +35,7 @@ WEBHOOK_TASK = "releases.deliver_webhook"
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
     """A redirect is an answer other than 2xx: the delivery is not followed elsewhere."""
 
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
+    def redirect_request(self, *args, **kwargs):
         return None
 
 

@@ -28,7 +28,9 @@ class Handler(BaseHTTPRequestHandler):
         timestamp = self.headers.get("X-Anonymizer-Timestamp", "")
         expected = (
             "sha256="
-            + hmac.new(SECRET.encode(), timestamp.encode() + b"." + body, hashlib.sha256).hexdigest()
+            + hmac.new(
+                SECRET.encode(), timestamp.encode() + b"." + body, hashlib.sha256
+            ).hexdigest()
         )
         valid = hmac.compare_digest(expected, self.headers.get("X-Anonymizer-Signature", ""))
         seen += 1
