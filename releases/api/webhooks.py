@@ -7,7 +7,7 @@ from datetime import datetime
 from uuid import UUID
 
 from django.http import HttpRequest
-from ninja import Field, Query, Router, Schema
+from ninja import Field, Query, Router, Schema, Status
 
 from releases.api.common import ERRORS, page, user_of
 from releases.api.problems import Problem
@@ -95,7 +95,7 @@ def list_webhooks(request: HttpRequest, params: Query[PageParams]):
 def create_webhook(request: HttpRequest, body: WebhookIn):
     """Register a webhook (stewards); its signing secret is in this answer only."""
     made = services.create_endpoint(user_of(request), body.url, body.dataset_id, body.active)
-    return 201, {**endpoint_out(made.endpoint), "secret": made.secret}
+    return Status(201, {**endpoint_out(made.endpoint), "secret": made.secret})
 
 
 @router.patch("/webhooks/{webhook_id}", response={200: WebhookOut, ERRORS: Problem})
@@ -108,7 +108,7 @@ def update_webhook(request: HttpRequest, webhook_id: int, body: WebhookPatch):
 def delete_webhook(request: HttpRequest, webhook_id: int):
     """Remove a webhook and its deliveries."""
     services.delete_endpoint(user_of(request), webhook_id)
-    return 204, None
+    return Status(204, None)
 
 
 @router.get("/webhooks/{webhook_id}/deliveries", response={200: DeliveryPage, ERRORS: Problem})
