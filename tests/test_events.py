@@ -345,3 +345,21 @@ def test_preferences_page_saves_each_kind(officer, client):
     assert NotificationPreference.objects.get(user=officer, kind=Kind.REVIEW_READY).delivery == (
         "digest"
     )
+
+
+def test_a_first_attempt_lost_on_the_way_is_sent_again_by_the_sweeper(steward, settings):
+    settings.REDELIVER_SECONDS = 60
+    services.create_endpoint(steward, "https://ci.example.org/hook")
+    dataset = factories.make_dataset(steward, factories.synthetic_csv(), "people.csv")
+    workflow.tag(steward, dataset, READY_ROLES)
+    workflow.request_release(steward, dataset)
+    delivery = WebhookDelivery.objects.get()
+    assert webhooks.retry_due() == 0  # its outbox message is on its way
+    WebhookDelivery.objects.filter(pk=delivery.pk).update(
+        created_at=timezone.now() - datetime.timedelta(seconds=120)
+    )
+    assert webhooks.retry_due() == 1
+    WebhookDelivery.objects.filter(pk=delivery.pk).update(
+        claimed_until=timezone.now() + datetime.timedelta(seconds=30)
+    )
+    assert webhooks.retry_due() == 0  # a sender holds it

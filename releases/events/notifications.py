@@ -74,14 +74,10 @@ def send_digest(user_id: int) -> int:
     )
     if not pending:
         return 0
+    # The claim: a conditional update, then what it stamped (a second runner stamps none).
     now = timezone.now()
-    with transaction.atomic():
-        claimed = list(
-            Notification.objects.select_for_update()
-            .filter(pk__in=pending, mailed_at__isnull=True)
-            .order_by("id")
-        )
-        Notification.objects.filter(pk__in=[n.pk for n in claimed]).update(mailed_at=now)
+    Notification.objects.filter(pk__in=pending, mailed_at__isnull=True).update(mailed_at=now)
+    claimed = list(Notification.objects.filter(pk__in=pending, mailed_at=now).order_by("id"))
     if not claimed:
         return 0
     user = get_user_model().objects.get(pk=user_id)

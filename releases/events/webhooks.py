@@ -125,9 +125,16 @@ def deliver(delivery_id: int) -> str:
 def retry_due() -> int:
     """Send the pending deliveries whose backoff has passed (the sweeper's periodic step)."""
     now = timezone.now()
-    # A first attempt is sent by the outbox; only retries wait for their time here.
-    due = WebhookDelivery.objects.filter(status=Status.PENDING, next_attempt_at__lte=now).filter(
-        Q(claimed_until__isnull=True) | Q(claimed_until__lt=now)
+    # A retry whose backoff passed; or a first attempt still pending long after the outbox
+    # sent it (a broker that lost the message, a worker that stopped while posting).
+    lost_before = now - timedelta(seconds=settings.REDELIVER_SECONDS)
+    due = (
+        WebhookDelivery.objects.filter(status=Status.PENDING)
+        .filter(
+            Q(next_attempt_at__lte=now)
+            | Q(next_attempt_at__isnull=True, created_at__lt=lost_before)
+        )
+        .filter(Q(claimed_until__isnull=True) | Q(claimed_until__lt=now))
     )
     sent = 0
     for pk in due.values_list("pk", flat=True)[:200]:
