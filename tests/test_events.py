@@ -230,7 +230,16 @@ def test_the_secret_is_stored_encrypted_and_signs(steward):
 
 
 @pytest.mark.parametrize(
-    "url", ["ftp://example.org/x", "file:///etc/passwd", "javascript:alert(1)", "https://"]
+    "url",
+    [
+        "ftp://example.org/x",
+        "file:///etc/passwd",
+        "javascript:alert(1)",
+        "https://",
+        "http://[::1",
+        "http://example.org:99999/",
+        "https://example.org/a b",
+    ],
 )
 def test_only_http_and_https_urls(steward, url):
     with pytest.raises(InvalidInput, match="http:// or https://"):

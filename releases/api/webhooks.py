@@ -20,7 +20,7 @@ router = Router(tags=["webhooks"])
 
 class WebhookIn(Schema):
     url: str = Field(..., max_length=500)
-    dataset_id: int | None = None
+    dataset_id: int | None = Field(None, ge=1, le=2**31 - 1)
     active: bool = True
 
 

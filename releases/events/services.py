@@ -36,9 +36,14 @@ def _check_steward(user) -> None:
 
 def _clean_url(url: str) -> str:
     url = (url or "").strip()
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise InvalidInput("A webhook URL starts with http:// or https:// and names a host.")
+    refusal = "A webhook URL starts with http:// or https:// and names a host."
+    try:
+        parts = urlsplit(url)
+        host, _ = parts.hostname, parts.port
+    except ValueError:  # an unclosed IPv6 bracket, a port out of range
+        raise InvalidInput(refusal) from None
+    if parts.scheme not in ("http", "https") or not host or any(c.isspace() for c in url):
+        raise InvalidInput(refusal)
     if len(url) > 500:
         raise InvalidInput("A webhook URL has at most 500 characters.")
     return url
