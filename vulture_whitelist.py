@@ -112,3 +112,11 @@ original_response  # variable, releases/accounts/views.py
 search_fields  # variable, releases/admin.py
 _.get_readonly_fields  # method, releases/admin.py
 locked_at  # variable, releases/models/logins.py
+# Webhooks and notifications: the API's operations (django-ninja), urllib's redirect hook,
+# fields only named in queries, the test receiver's handler hooks (http.server).
+delete_webhook  # function, releases/api/webhooks.py
+_.redirect_request  # method, releases/events/webhooks.py
+next_attempt_at  # variable, releases/models/events.py
+mailed_at  # variable, releases/models/events.py
+_.do_POST  # method, tests/support/webhook_receiver.py
+_.log_message  # method, tests/support/webhook_receiver.py

@@ -322,6 +322,7 @@ CELERY_BEAT_SCHEDULE = {
     "sweep-work": {"task": "releases.sweep_work", "schedule": float(SWEEP_SECONDS)},
     "purge-outbox": {"task": "releases.purge_outbox", "schedule": 24 * 3600.0},
     "purge-login-records": {"task": "releases.purge_login_records", "schedule": 24 * 3600.0},
+    "send-digests": {"task": "releases.send_digests", "schedule": 24 * 3600.0},
 }
 # A worker that dies hands its task back to the queue; the services' claims keep it single.
 CELERY_TASK_REJECT_ON_WORKER_LOST = True
@@ -371,6 +372,14 @@ EMAIL_HOST_PASSWORD = os.environ.get("EMAIL_HOST_PASSWORD", "")
 EMAIL_USE_TLS = env_bool("EMAIL_USE_TLS", False)
 DEFAULT_FROM_EMAIL = os.environ.get("DEFAULT_FROM_EMAIL", "anonymizer@localhost")
 # The address people open the app at, for links in e-mails.
+# Webhooks (docs/webhooks.md): each POST waits at most WEBHOOK_TIMEOUT_SECONDS; a failed one
+# is tried again after WEBHOOK_RETRY_SECONDS, doubling each time, WEBHOOK_MAX_ATTEMPTS in all.
+WEBHOOK_TIMEOUT_SECONDS = float(os.environ.get("WEBHOOK_TIMEOUT_SECONDS", "5"))
+WEBHOOK_RETRY_SECONDS = float(os.environ.get("WEBHOOK_RETRY_SECONDS", "30"))
+WEBHOOK_MAX_ATTEMPTS = int(os.environ.get("WEBHOOK_MAX_ATTEMPTS", "6"))
+# The named recipients of an approved release are reminded this many days before it expires.
+RELEASE_EXPIRY_REMINDER_DAYS = int(os.environ.get("RELEASE_EXPIRY_REMINDER_DAYS", "7"))
+
 SITE_URL = os.environ.get("SITE_URL", "http://127.0.0.1:8000").rstrip("/")
 
 SESSION_COOKIE_HTTPONLY = True

@@ -44,5 +44,6 @@ urlpatterns = [
     # The HTTP API (docs/api.md) and the account's API tokens.
     path("api/v1/", api_patterns),
     path("account/", include((account_patterns, "account"))),
+    path("account/", include("releases.events.urls")),
     path("", include("releases.urls")),
 ]

@@ -13,6 +13,7 @@ class ReleasesConfig(AppConfig):
         # ``core.sessions`` records each sign-in's time (a signal receiver).
         from releases.core import sessions as _sessions  # noqa: F401
         from releases.datasets import recovery as _datasets_recovery  # noqa: F401
+        from releases.events import recovery as _events_recovery  # noqa: F401
         from releases.requests import extract as _extract  # noqa: F401
         from releases.requests import recovery as _requests_recovery  # noqa: F401
         from releases.review import recovery as _review_recovery  # noqa: F401

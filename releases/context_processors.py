@@ -1,6 +1,7 @@
 from typing import Any
 
 from releases.core import roles as role_checks
+from releases.events import selectors as events
 from releases.review import selectors
 
 
@@ -13,6 +14,7 @@ def roles(request) -> dict:
         "is_steward": role_checks.is_steward(user),
         "is_officer": role_checks.is_officer(user),
         "is_recipient": role_checks.is_recipient(user),
+        "notifications_unread": events.unread_count(user),
     }
     if context["is_officer"]:
         context["review_waiting"] = selectors.waiting_count(user)

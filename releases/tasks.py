@@ -7,6 +7,7 @@ Nothing else imports a tasks module: work is enqueued by name through the outbox
 
 from releases.background import tasks as background
 from releases.datasets import tasks as datasets
+from releases.events import tasks as events
 from releases.requests import tasks as requests
 from releases.review import tasks as review
 from releases.statistics import tasks as statistics
@@ -22,6 +23,8 @@ BY_NAME = {
         review.notify_requester_task,
         requests.reproduce_release_task,
         requests.link_attacker_file_task,
+        events.deliver_webhook_task,
+        events.mail_notification_task,
     )
 }
 

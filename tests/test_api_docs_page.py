@@ -50,7 +50,16 @@ def test_the_schema_needs_a_session_or_a_valid_token(steward):
     schema = client_for(token_for(steward, "read")).get("/api/v1/openapi.json").json()
     assert schema["openapi"].startswith("3.")
     tags = {t for ops in schema["paths"].values() for op in ops.values() for t in op["tags"]}
-    assert tags == {"datasets", "requests", "reviews", "releases", "statistics", "audit", "recipes"}
+    assert tags == {
+        "datasets",
+        "requests",
+        "reviews",
+        "releases",
+        "statistics",
+        "audit",
+        "webhooks",
+        "recipes",
+    }
     assert schema["components"]["securitySchemes"]["BearerToken"]["scheme"] == "bearer"
     problem = schema["paths"]["/api/v1/requests/{request_id}"]["get"]["responses"]["404"]
     assert list(problem["content"]) == ["application/problem+json"]

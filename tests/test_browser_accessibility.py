@@ -40,6 +40,8 @@ PAGES: dict[str, list[tuple[str, str, str]]] = {
         ("release report", "/requests/{approved}/report/", ""),
         ("statistics report", "/requests/{statistics}/report/", ""),
         ("releases list", "/releases/", ""),
+        ("webhooks", "/account/webhooks/", ""),
+        ("notification preferences", "/account/notifications/preferences/", ""),
         ("not found", "/no-such-page/", ""),
     ],
     "officer": [
@@ -53,6 +55,7 @@ PAGES: dict[str, list[tuple[str, str, str]]] = {
         ("release with changes requested", "/requests/{changes}/", ""),
         ("statistics release", "/requests/{statistics}/", ""),
         ("release report", "/requests/{approved}/report/", ""),
+        ("notifications", "/account/notifications/", ""),
         ("forbidden: datasets", "/datasets/", ""),
     ],
     "officer2": [

@@ -23,6 +23,7 @@ from releases.api import (
     reviews,
     statistics,
     tokens,
+    webhooks,
 )
 from releases.api.auth import BearerToken, TokenRateThrottle
 from releases.api.problems import CONTENT_TYPE, ApiError, problem
@@ -93,6 +94,7 @@ api.add_router("/", releases.router)
 api.add_router("/", statistics.router)
 api.add_router("/", audit.router)
 api.add_router("/", recipes.router)
+api.add_router("/", webhooks.router)
 
 
 @api.exception_handler(ApiError)

@@ -7,6 +7,13 @@ Models hold data and small invariants; the workflow itself lives in the feature 
 from .attacker import AttackerFile
 from .audit import AuditEvent
 from .datasets import RELEASED_ROLES, UNCHANGED_ROLES, Dataset, DatasetColumn, Role
+from .events import (
+    Notification,
+    NotificationPreference,
+    RequestEvent,
+    WebhookDelivery,
+    WebhookEndpoint,
+)
 from .logins import UsernameLock
 from .outbox import OutboxMessage
 from .package import ReleaseFile, Reproduction, TermsAcceptance
@@ -23,6 +30,8 @@ __all__ = [
     "Dataset",
     "DatasetColumn",
     "EquivalenceClass",
+    "Notification",
+    "NotificationPreference",
     "OutboxMessage",
     "PrivacyBudget",
     "RELEASED_ROLES",
@@ -31,9 +40,12 @@ __all__ = [
     "ReleaseFile",
     "ReleaseRequest",
     "ReleaseRound",
+    "RequestEvent",
     "Reproduction",
     "Review",
     "Role",
     "TermsAcceptance",
     "UsernameLock",
+    "WebhookDelivery",
+    "WebhookEndpoint",
 ]

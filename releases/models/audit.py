@@ -57,6 +57,9 @@ class AuditEvent(models.Model):
         AUDIT_EXPORT = "audit_export", "Exported the audit trail"
         RECIPE_SAVED = "recipe_saved", "Saved a recipe"
         RECIPE_APPLIED = "recipe_applied", "Applied a recipe"
+        WEBHOOK_CREATED = "webhook_created", "Registered a webhook"
+        WEBHOOK_CHANGED = "webhook_changed", "Changed a webhook"
+        WEBHOOK_DELETED = "webhook_deleted", "Removed a webhook"
 
     # Set before the event is written, so that its hash covers it.
     created_at = models.DateTimeField(default=timezone.now, db_index=True)

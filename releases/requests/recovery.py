@@ -13,6 +13,7 @@ from django.utils import timezone
 
 from releases.background import leases, outbox, recovery
 from releases.core import audit
+from releases.events import emit
 from releases.models import (
     AttackerFile,
     AuditEvent,
@@ -71,6 +72,11 @@ def recover_run(release_request: ReleaseRequest) -> str:
             )
         if not done:
             return ""  # it renewed its lease, finished or was cancelled meanwhile
+        emit.transition(
+            release_request,
+            State.RUNNING,
+            rules.target(State.RUNNING, "retry_run" if retry else "fail_run"),
+        )
         EquivalenceClass.objects.filter(request=release_request).delete()
         if retry:
             audit.record(

@@ -37,6 +37,7 @@ from releases.engine import (
 )
 from releases.engine.risk import class_sizes_of
 from releases.engine.types import Algorithm
+from releases.events import emit
 from releases.models import (
     UNCHANGED_ROLES,
     AuditEvent,
@@ -566,6 +567,7 @@ def fail_attempt(release_request: ReleaseRequest, reason: str) -> None:
             round=release_request.round,
             reason=reason,
         )
+        emit.transition(release_request, State.RUNNING, State.FAILED)
 
 
 def _judged_together(
@@ -629,6 +631,7 @@ class RequestRun(jobs.Job):
             attempt=self.row.attempts,
             worker=self.row.worker,
         )
+        emit.transition(self.row, State.QUEUED, State.RUNNING)
 
     def work_name(self) -> str:
         return f"request {self.pk}"
@@ -777,6 +780,7 @@ class ExtractRun(RequestRun):
             package_sha256=digest,
             files={f.format: f.sha256 for f in files},
         )
+        emit.transition(release_request, State.RUNNING, State.READY)
 
 
 def run_release(request_id: int) -> None:

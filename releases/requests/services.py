@@ -25,6 +25,7 @@ from releases.datasets.selectors import ensure_ready, get_dataset_for
 from releases.engine import EngineError, PrivacyModel
 from releases.engine import parse_levels as parse_engine_levels
 from releases.engine.criteria import Classes, DataContext, EarlierReleases
+from releases.events import emit
 from releases.models import (
     RELEASED_ROLES,
     UNCHANGED_ROLES,
@@ -298,6 +299,7 @@ def request_release(
             recipient_groups=[g.name for g in sharing.recipient_groups],
             expires_at=sharing.expires_at.isoformat() if sharing.expires_at else None,
         )
+        emit.transition(release_request, "", release_request.state)
         outbox.enqueue(RUN_TASK, release_request.pk)
     return release_request
 
@@ -431,8 +433,10 @@ def _new_round(
     release_request.parameters = params.to_json()
     release_request.config = snapshot
     release_request.shuffle_seed = package.new_seed()
+    was = release_request.state
     open_round(release_request, action)
     release_request.save()
+    emit.transition(release_request, was, release_request.state)
     transaction.on_commit(lambda: delete_files(old_paths))
     outbox.enqueue(RUN_TASK, release_request.pk)
 
@@ -482,6 +486,7 @@ def cancel(user, request_id: int, reason: str = "") -> ReleaseRequest:
             was=was,
             reason=(reason or "").strip(),
         )
+        emit.transition(release_request, was, release_request.state)
     return release_request
 
 
@@ -555,6 +560,7 @@ def revoke(user, request_id: int, reason: str) -> ReleaseRequest:
         rules.check_revoke(user, release_request)
         if not reason:
             raise InvalidInput("Give the reason for revoking this release.")
+        was = release_request.state
         release_request.state = rules.target(release_request.state, "revoke")
         release_request.revoked_at = timezone.now()
         release_request.revoked_by = user
@@ -569,6 +575,7 @@ def revoke(user, request_id: int, reason: str) -> ReleaseRequest:
             round=release_request.round,
             reason=reason,
         )
+        emit.transition(release_request, was, release_request.state)
     return release_request
 
 
@@ -584,6 +591,7 @@ def expire_due() -> int:
             release_request = locked(request_id)
             if rules.refusal("expire", None, release_request) is not None:
                 continue
+            was = release_request.state
             release_request.state = rules.target(release_request.state, "expire")
             release_request.save(update_fields=["state"])
             audit.record(
@@ -593,5 +601,6 @@ def expire_due() -> int:
                 round=release_request.round,
                 expires_at=cast(datetime.date, release_request.expires_at).isoformat(),
             )
+            emit.transition(release_request, was, release_request.state)
             expired += 1
     return expired

@@ -26,7 +26,15 @@ from releases.background import outbox
 from releases.core import audit, storage
 from releases.core.errors import InvalidInput
 from releases.engine import Check
-from releases.models import AuditEvent, ReleaseRequest, Review
+from releases.events import emit
+from releases.events.selectors import delivery_of
+from releases.models import (
+    AuditEvent,
+    Notification,
+    NotificationPreference,
+    ReleaseRequest,
+    Review,
+)
 from releases.requests import downloads, kinds, package, rules
 from releases.requests import services as requests
 from releases.requests.selectors import filename_stem, get_request_for, round_files
@@ -38,6 +46,9 @@ logger = logging.getLogger(__name__)
 State = ReleaseRequest.State
 Decision = Review.Decision
 
+
+IMMEDIATELY = NotificationPreference.Delivery.IMMEDIATELY
+DECIDED = Notification.Kind.REQUEST_DECIDED
 
 #: The task that e-mails the requester a decision.
 NOTIFY_TASK = "releases.notify_requester"
@@ -108,11 +119,13 @@ def review(
             )
             new_state = _outcome(release_request, decision, action)
             if new_state != release_request.state:
+                was = release_request.state
                 release_request.state = new_state
                 release_request.decided_at = timezone.now()
                 release_request.save(update_fields=["state", "decided_at"])
                 if new_state == State.APPROVED:
                     kinds.of(release_request).on_approved(release_request, user)
+                emit.transition(release_request, was, new_state)
             audit.record(
                 AuditEvent.Action.REVIEW,
                 user,
@@ -201,6 +214,9 @@ def notify_requester(review_id: int) -> None:
     release_request = vote.request
     recipient = release_request.requested_by.email
     if not recipient:
+        return
+    # This e-mail is the decision's immediate notification: off or in the digest, not here.
+    if delivery_of(release_request.requested_by, DECIDED) != IMMEDIATELY:
         return
     lines = [
         f"{vote.reviewer.get_username()} {vote.get_decision_display().lower()} round "

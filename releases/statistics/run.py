@@ -24,6 +24,7 @@ from releases.datasets import budget
 from releases.datasets import services as datasets
 from releases.engine import EngineError, dp
 from releases.engine.export import write_csv
+from releases.events import emit
 from releases.models import (
     AuditEvent,
     BudgetEntry,
@@ -290,6 +291,7 @@ class StatisticsRun(RequestRun):
             package_sha256=digest,
             files={f.format: f.sha256 for f in self.files},
         )
+        emit.transition(self.row, ReleaseRequest.State.RUNNING, ReleaseRequest.State.READY)
 
 
 def run_statistics(request_id: int) -> None:

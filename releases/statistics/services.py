@@ -39,6 +39,7 @@ from releases.core.errors import InvalidInput
 from releases.datasets import budget
 from releases.datasets import services as datasets
 from releases.engine import EngineError, dp
+from releases.events import emit
 from releases.models import (
     AuditEvent,
     Dataset,
@@ -185,6 +186,7 @@ def request_statistics(
             recipient_groups=[g.name for g in sharing.recipient_groups],
             expires_at=sharing.expires_at.isoformat() if sharing.expires_at else None,
         )
+        emit.transition(release_request, "", release_request.state)
         outbox.enqueue(TASK, release_request.pk)
     return release_request
 
@@ -235,8 +237,10 @@ def resubmit(user, request_id: int, items: list[dict], response: str) -> Release
             "kind": STATISTICS,
             "columns": sorted({c for q in queries for c in q.columns}),
         }
+        was = release_request.state
         open_round(release_request, "resubmit")
         release_request.save()
+        emit.transition(release_request, was, release_request.state)
         audit.record(
             AuditEvent.Action.RESUBMIT,
             user,

@@ -1,0 +1,1 @@
+"""Webhooks and notifications: who is told when a release request changes state."""
