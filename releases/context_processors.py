@@ -13,6 +13,7 @@ def roles(request) -> dict:
         "is_steward": role_checks.is_steward(user),
         "is_officer": role_checks.is_officer(user),
         "is_recipient": role_checks.is_recipient(user),
+        "is_any_admin": role_checks.is_any_admin(user),
     }
     if context["is_officer"]:
         context["review_waiting"] = selectors.waiting_count(user)

@@ -153,7 +153,7 @@ def ledger_for(dataset: Dataset) -> Ledger:
 
 def set_budget(officer, dataset: Dataset, epsilon: Any, delta: Any = 0) -> PrivacyBudget:
     """Set (or change) a dataset's total ε and δ; never below what was already spent."""
-    roles.require(officer, roles.OFFICERS, "set privacy budgets")
+    roles.require_in(officer, roles.OFFICER, dataset.project_id, "set its privacy budgets")
     if dataset.owner_id == officer.pk:
         raise PermissionDenied(
             "You own this dataset: another privacy officer sets its privacy budget."
@@ -232,7 +232,11 @@ def spend(
     """
     if release_request is not None:
         statistics_release_id = release_request.pk
-    if actor is None or not roles.is_steward(actor) or dataset.owner_id != actor.pk:
+    if (
+        actor is None
+        or not roles.has_role(actor, roles.STEWARD, dataset.project_id)
+        or dataset.owner_id != actor.pk
+    ):
         raise PermissionDenied("Only the dataset's steward can spend its privacy budget.")
     epsilon = _epsilon(epsilon, ROUND_CEILING)
     delta = _delta(delta, ROUND_CEILING)

@@ -45,6 +45,7 @@ from releases.models import (
     Role,
 )
 from releases.models.datasets import ColumnType, DateOrder
+from releases.projects import selectors as project_selectors
 
 SUFFIXES = {"csv": ".csv", "tsv": ".tsv", "xlsx": ".xlsx", "parquet": ".parquet"}
 
@@ -99,14 +100,20 @@ def store_stream(
     return name, digest.hexdigest(), size, head
 
 
-def create_dataset(user, uploaded: File, name: str = "", sheet: str = "") -> Dataset:
+def create_dataset(
+    user, uploaded: File, name: str = "", sheet: str = "", project: str = ""
+) -> Dataset:
     """Store an upload and queue its profiling; a refused upload stores nothing.
 
     Checked here: size, empty, binary or unknown format. Everything that needs the whole file
     (encoding, ragged rows, header, sheets, Parquet damage) is checked by the profiling task,
     which marks the dataset refused with the reason and removes its file.
+
+    ``project``: the short name of the project it goes into; optional when the steward is a
+    steward of one project only.
     """
     roles.require(user, roles.STEWARDS, "upload datasets")
+    into = project_selectors.upload_project(user, (project or "").strip())
     filename = PurePath(uploaded.name or "upload.csv").name
     try:
         if uploaded.size is not None and uploaded.size > settings.MAX_UPLOAD_BYTES:
@@ -122,6 +129,7 @@ def create_dataset(user, uploaded: File, name: str = "", sheet: str = "") -> Dat
         with transaction.atomic():
             dataset = Dataset.objects.create(
                 owner=user,
+                project=into,
                 name=(name or "").strip() or filename,
                 original_filename=filename,
                 file_path=path,

@@ -11,6 +11,7 @@ from .logins import UsernameLock
 from .outbox import OutboxMessage
 from .package import ReleaseFile, Reproduction, TermsAcceptance
 from .privacy_budget import BudgetEntry, PrivacyBudget
+from .projects import Membership, Project
 from .requests import EquivalenceClass, ReleaseRequest, ReleaseRound, Review
 from .tokens import ApiToken
 
@@ -22,8 +23,10 @@ __all__ = [
     "Dataset",
     "DatasetColumn",
     "EquivalenceClass",
+    "Membership",
     "OutboxMessage",
     "PrivacyBudget",
+    "Project",
     "RELEASED_ROLES",
     "UNCHANGED_ROLES",
     "ReleaseFile",

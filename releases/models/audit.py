@@ -55,6 +55,10 @@ class AuditEvent(models.Model):
         LOGIN_LOCKED = "login_locked", "Locked a user name after failed sign-ins"
         LOGIN_RELEASED = "login_released", "Released a locked user name"
         AUDIT_EXPORT = "audit_export", "Exported the audit trail"
+        PROJECT_CREATED = "project_created", "Created a project"
+        PROJECT_SETTINGS = "project_settings", "Changed a project's settings"
+        MEMBERSHIP = "membership", "Changed a project's members"
+        DATASET_MOVED = "dataset_moved", "Moved a dataset to another project"
 
     # Set before the event is written, so that its hash covers it.
     created_at = models.DateTimeField(default=timezone.now, db_index=True)
