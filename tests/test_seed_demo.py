@@ -133,10 +133,12 @@ def test_seed_demo_makes_two_projects_whose_people_see_only_their_own(settings, 
     second = Dataset.objects.get(project__slug="study-b")
     assert second.owner.username == "steward_b" and second.is_ready
     client = Client()
-    # The accounts log in with the passwords written down.
-    assert client.login(username="steward_b", password=passwords["steward_b"])
+    # The passwords written down are the accounts'.
+    for username in ("steward_b", "officer_b"):
+        assert User.objects.get(username=username).check_password(passwords[username])
+    client.force_login(User.objects.get(username="steward_b"))
     assert client.get(f"/datasets/{second.pk}/").status_code == 200
-    assert client.login(username="steward", password=passwords["steward"])
+    client.force_login(User.objects.get(username="steward"))
     assert client.get(f"/datasets/{second.pk}/").status_code == 404
     assert second.name.encode() not in client.get("/datasets/").content
     # A second run keeps the same accounts and dataset.
