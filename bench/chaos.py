@@ -114,7 +114,7 @@ import django  # noqa: E402
 
 django.setup()
 
-from django.contrib.auth.models import Group, User  # noqa: E402
+from django.contrib.auth.models import User  # noqa: E402
 from django.core.management import call_command  # noqa: E402
 from django.db import InterfaceError, OperationalError, connection  # noqa: E402
 
@@ -140,7 +140,7 @@ from releases.requests import run as release_run  # noqa: E402
 from releases.requests import services as release  # noqa: E402
 from releases.requests.parameters import ReleaseParameters  # noqa: E402
 from releases.statistics import services as statistics_release  # noqa: E402
-from tests.support import factories  # noqa: E402
+from tests.support import factories, members  # noqa: E402
 from tests.support.leftovers import unreferenced_files  # noqa: E402
 from tests.support.workflow import tag  # noqa: E402
 
@@ -492,7 +492,7 @@ def prepare(reproductions_needed: int) -> People:
 
     def person(name: str, group: str) -> User:
         user, _ = User.objects.get_or_create(username=name)
-        user.groups.add(Group.objects.get_or_create(name=group)[0])
+        members.grant(user, group)
         return user
 
     steward, officer = person("steward", roles.STEWARDS), person("officer", roles.OFFICERS)

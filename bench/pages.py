@@ -50,7 +50,6 @@ def _child(args: argparse.Namespace) -> dict:
 
     django.setup()
     from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import Group
     from django.core.files.uploadedfile import UploadedFile
     from django.core.management import call_command
     from django.db import connection
@@ -66,7 +65,7 @@ def _child(args: argparse.Namespace) -> dict:
     from releases.requests import services as sharing
     from releases.requests.services import Additions
     from releases.review import services as review
-    from tests.support import scale
+    from tests.support import members, scale
 
     call_command("migrate", verbosity=0)
     users = {}
@@ -76,7 +75,7 @@ def _child(args: argparse.Namespace) -> dict:
         ("recipient", roles.RECIPIENTS),
     ):
         users[name] = get_user_model().objects.create_user(name, password="x")
-        users[name].groups.add(Group.objects.get_or_create(name=group)[0])
+        members.grant(users[name], group)
     steward, officer, recipient = users["steward"], users["officer"], users["recipient"]
 
     t0 = time.perf_counter()

@@ -48,18 +48,18 @@ def _child(step: str, arg: str) -> dict:
     from unittest import mock
 
     from django.contrib.auth import get_user_model
-    from django.contrib.auth.models import Group
     from django.core.files.uploadedfile import UploadedFile
 
     from releases.core import roles
     from releases.datasets import profiling
     from releases.datasets import services as datasets
     from releases.models import Dataset
+    from tests.support import members
 
     t0 = time.perf_counter()
     if step == "upload":
         user, _ = get_user_model().objects.get_or_create(username="bench-steward")
-        user.groups.add(Group.objects.get_or_create(name=roles.STEWARDS)[0])
+        members.grant(user, roles.STEWARDS)
         path = Path(arg)
         with open(path, "rb") as handle:
             uploaded = UploadedFile(handle, name=path.name, size=path.stat().st_size)

@@ -15,6 +15,7 @@ def roles(request) -> dict:
         "is_officer": role_checks.is_officer(user),
         "is_recipient": role_checks.is_recipient(user),
         "notifications_unread": events.unread_count(user),
+        "is_any_admin": role_checks.is_any_admin(user),
     }
     if context["is_officer"]:
         context["review_waiting"] = selectors.waiting_count(user)

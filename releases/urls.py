@@ -1,6 +1,7 @@
 from django.urls import path
 
 from releases.datasets import views as datasets
+from releases.projects import views as projects
 from releases.requests import views as requests
 from releases.review import views as review
 from releases.statistics import views as statistics
@@ -10,6 +11,12 @@ app_name = "releases"
 urlpatterns = [
     path("", review.home, name="home"),
     path("datasets/", datasets.dataset_list, name="dataset_list"),
+    path("datasets/<int:dataset_id>/move/", projects.dataset_move, name="dataset_move"),
+    path("projects/", projects.project_list, name="project_list"),
+    path("projects/new/", projects.project_create, name="project_create"),
+    path("projects/<slug:slug>/settings/", projects.project_settings, name="project_settings"),
+    path("projects/<slug:slug>/members/", projects.project_members, name="project_members"),
+    path("projects/<slug:slug>/members/roles/", projects.member_roles, name="member_roles"),
     path("datasets/<int:dataset_id>/", requests.dataset_detail, name="dataset_detail"),
     path("datasets/<int:dataset_id>/tagging/", datasets.tagging, name="tagging"),
     path("datasets/<int:dataset_id>/status/", datasets.dataset_status, name="dataset_status"),

@@ -14,12 +14,12 @@ from pathlib import Path
 import numpy.testing  # noqa: F401
 import pytest
 from django.conf import settings
-from django.contrib.auth.models import Group, User
+from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
 
 from releases.core import roles
 from releases.models import Role
-from tests.support import factories, processes, tiers, workflow
+from tests.support import factories, members, processes, tiers, workflow
 
 ADULT = Path(__file__).parent / "data" / "adult"
 ADULT_QUASI_IDENTIFIERS = [
@@ -82,9 +82,9 @@ def private_media_root(settings, tmp_path):
 
 
 def make_user(username: str, *groups: str) -> User:
+    """A user holding these roles (old group names or roles) in the default project."""
     user = User.objects.create_user(username=username, password="pw-" + username)
-    for name in groups:
-        user.groups.add(Group.objects.get_or_create(name=name)[0])
+    members.grant(user, *groups)
     return user
 
 

@@ -78,7 +78,8 @@ def test_the_exports_hold_exactly_the_range_with_the_chain(client, officer, logg
 
 def test_an_export_is_audited_and_its_cells_cannot_run_as_formulas(client, officer, logged):
     sneaky = get_user_model().objects.create_user("-sneaky", password="x" * 20)
-    audit.record(AuditEvent.Action.TAGGING, sneaky, note="=HYPERLINK(1)")
+    # About a dataset of the officer's project: the officer's trail holds their projects' events.
+    audit.record(AuditEvent.Action.TAGGING, sneaky, dataset=logged[0], note="=HYPERLINK(1)")
     client.force_login(officer)
     frame = pd.read_csv(io.BytesIO(export(client, "csv")), dtype=str, keep_default_na=False)
     assert "'-sneaky" in set(frame["actor"])

@@ -16,6 +16,7 @@ from releases.datasets import budget
 from releases.datasets import services as dataset_service
 from releases.engine import dp as D
 from releases.models import AuditEvent, BudgetEntry, Dataset, PrivacyBudget, ReleaseRequest
+from tests.support import members
 
 Kind = BudgetEntry.Kind
 
@@ -24,6 +25,7 @@ Kind = BudgetEntry.Kind
 def dataset(steward):
     return Dataset.objects.create(
         owner=steward,
+        project=members.default_project(),
         name="people",
         original_filename="people.csv",
         file_path="",
@@ -69,7 +71,12 @@ def test_only_an_officer_who_does_not_own_the_dataset_sets_its_budget(
         with pytest.raises(PermissionDenied, match="privacy officers"):
             budget.set_budget(user, dataset, 1)
     own = Dataset.objects.create(
-        owner=steward_officer, name="mine", original_filename="m.csv", sha256="", size_bytes=1
+        owner=steward_officer,
+        project=dataset.project,
+        name="mine",
+        original_filename="m.csv",
+        sha256="",
+        size_bytes=1,
     )
     with pytest.raises(PermissionDenied, match="another privacy officer"):
         budget.set_budget(steward_officer, own, 1)
@@ -157,7 +164,12 @@ def test_spends_add_up_exactly(funded, steward):
 
 def test_a_spend_needs_a_budget_and_a_positive_epsilon(dataset, funded, steward):
     other = Dataset.objects.create(
-        owner=steward, name="unfunded", original_filename="u.csv", sha256="", size_bytes=1
+        owner=steward,
+        project=dataset.project,
+        name="unfunded",
+        original_filename="u.csv",
+        sha256="",
+        size_bytes=1,
     )
     with pytest.raises(InvalidInput, match="No privacy budget is set for unfunded"):
         budget.spend(other, 0.1, 0, steward)

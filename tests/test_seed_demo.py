@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import io
+import json
 import shutil
 
 import pandas as pd
@@ -17,6 +18,7 @@ from releases.models import (
     AttackerFile,
     AuditEvent,
     Dataset,
+    Membership,
     ReleaseRequest,
     Reproduction,
     Role,
@@ -52,7 +54,8 @@ def test_seed_demo_with_release_makes_an_approved_release_for_the_recipient(
     recipient = User.objects.get(username="recipient")
     assert list(release_request.recipients.all()) == [recipient]
     assert lifecycle.can_accept_terms(recipient, release_request)
-    roles = dict(Dataset.objects.get().columns.values_list("name", "role"))
+    adult = Dataset.objects.get(project__slug="default")
+    roles = dict(adult.columns.values_list("name", "role"))
     assert roles == {
         **dict.fromkeys(ADULT_QUASI_IDENTIFIERS, Role.QUASI_IDENTIFIER),
         "workclass": Role.INSENSITIVE,
@@ -77,7 +80,7 @@ def test_seed_demo_with_release_makes_an_approved_release_for_the_recipient(
     assert entry["rows_below_k"] == int(expected[expected < 5].sum())
     # A second run leaves it as it is.
     call_command("seed_demo", "--with-release")
-    assert ReleaseRequest.objects.count() == 2 and Dataset.objects.count() == 1
+    assert ReleaseRequest.objects.count() == 2 and Dataset.objects.count() == 2
 
 
 @pytest.mark.django_db(transaction=True)
@@ -109,3 +112,36 @@ def test_seed_demo_links_a_demo_voter_list_to_the_demo_release(small_adult, sett
     assert 'id="linkage-table"' in client.get(release_request.get_absolute_url()).content.decode()
     client.force_login(User.objects.get(username="recipient"))
     assert "demo-voter-list" not in client.get(release_request.get_absolute_url()).content.decode()
+
+
+@pytest.mark.django_db(transaction=True)
+def test_seed_demo_makes_two_projects_whose_people_see_only_their_own(settings, tmp_path):
+    settings.VAR_DIR = tmp_path
+    call_command("seed_demo")
+    passwords = json.loads((tmp_path / "demo-accounts.txt").read_text())
+    assert {"steward", "officer", "officer2", "recipient", "steward_b", "officer_b"} <= set(
+        passwords
+    )
+    held = {
+        (m.user.username, m.project.slug, m.role)
+        for m in Membership.objects.select_related("user", "project")
+    }
+    assert ("steward_b", "study-b", "steward") in held
+    assert ("officer_b", "study-b", "officer") in held
+    assert not any(u in ("steward_b", "officer_b") and p == "default" for u, p, _ in held)
+    assert not any(u in ("steward", "officer") and p == "study-b" for u, p, _ in held)
+    second = Dataset.objects.get(project__slug="study-b")
+    assert second.owner.username == "steward_b" and second.is_ready
+    client = Client()
+    # The passwords written down are the accounts'.
+    for username in ("steward_b", "officer_b"):
+        assert User.objects.get(username=username).check_password(passwords[username])
+    client.force_login(User.objects.get(username="steward_b"))
+    assert client.get(f"/datasets/{second.pk}/").status_code == 200
+    client.force_login(User.objects.get(username="steward"))
+    assert client.get(f"/datasets/{second.pk}/").status_code == 404
+    assert second.name.encode() not in client.get("/datasets/").content
+    # A second run keeps the same accounts and dataset.
+    call_command("seed_demo")
+    assert json.loads((tmp_path / "demo-accounts.txt").read_text()) == passwords
+    assert Dataset.objects.filter(project__slug="study-b").count() == 1

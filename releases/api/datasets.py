@@ -143,7 +143,11 @@ def upload_dataset(request: HttpRequest):
         raise ApiError(400, first_error(errors), errors)
     with refused_as(400):
         dataset = services.create_dataset(
-            user, form.cleaned_data["file"], form.cleaned_data["name"], form.cleaned_data["sheet"]
+            user,
+            form.cleaned_data["file"],
+            form.cleaned_data["name"],
+            form.cleaned_data["sheet"],
+            form.cleaned_data["project"],
         )
     return Status(201, dataset_out(dataset))
 

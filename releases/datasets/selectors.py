@@ -24,13 +24,31 @@ PROFILE_TASK = "releases.profile_dataset"
 # --- Which datasets a user sees ------------------------------------------------------------
 
 
-def get_dataset_for(user, dataset_id: int) -> Dataset:
-    """A dataset its owner may see and change; anyone else's is out of reach (404)."""
+def get_dataset_for(user, dataset_id: int, *, to_change: bool = True) -> Dataset:
+    """A dataset its owner may see and change while a steward of its project; anyone else's is
+    out of reach (404). With ``to_change=False``, also the datasets the steward may only see
+    (their project lets stewards see all of its datasets)."""
     rules.check_owner(user)
+    found = visible_datasets(user) if not to_change else owned_datasets(user)
     try:
-        return Dataset.objects.get(pk=dataset_id, owner=user)
+        return found.select_related("project").get(pk=dataset_id)
     except Dataset.DoesNotExist:
         raise Http404("No such dataset.") from None
+
+
+def owned_datasets(user) -> QuerySet[Dataset]:
+    """The steward's own datasets, in the projects where they are still a steward."""
+    return Dataset.objects.filter(owner=user, project__in=roles.projects_where(user, roles.STEWARD))
+
+
+def visible_datasets(user) -> QuerySet[Dataset]:
+    """The steward's own datasets, and every dataset of their projects that let stewards see
+    all of them."""
+    steward_of = roles.projects_where(user, roles.STEWARD)
+    return Dataset.objects.filter(
+        Q(owner=user, project__in=steward_of)
+        | Q(project__in=steward_of, project__stewards_see_all=True)
+    )
 
 
 def ensure_ready(dataset: Dataset) -> None:
@@ -84,10 +102,12 @@ def hierarchy_preview(dataset: Dataset, column: DatasetColumn, builder: str, fie
 
 
 def datasets_for(user) -> QuerySet[Dataset]:
-    """The datasets a steward owns, newest first, with their request counts."""
+    """The datasets a steward sees (their own, and their projects' where the project allows),
+    newest first, with their request counts."""
     roles.require(user, roles.STEWARDS, "see datasets")
     return (
-        Dataset.objects.filter(owner=user)
+        visible_datasets(user)
+        .select_related("project", "owner")
         .annotate(
             request_count=Count("requests", distinct=True),
             quasi_count=Count(
@@ -199,7 +219,9 @@ LEDGER_PER_PAGE = 20
 def can_see_budget(user, dataset: Dataset) -> bool:
     if user is None or not user.is_authenticated:
         return False
-    return roles.is_officer(user) or (roles.is_steward(user) and dataset.owner_id == user.pk)
+    return roles.has_role(user, roles.OFFICER, dataset.project_id) or (
+        roles.has_role(user, roles.STEWARD, dataset.project_id) and dataset.owner_id == user.pk
+    )
 
 
 def can_set_budget(user, dataset: Dataset) -> bool:
@@ -207,7 +229,7 @@ def can_set_budget(user, dataset: Dataset) -> bool:
     return (
         user is not None
         and user.is_authenticated
-        and roles.is_officer(user)
+        and roles.has_role(user, roles.OFFICER, dataset.project_id)
         and dataset.owner_id != user.pk
     )
 

@@ -23,7 +23,7 @@ from django.http import Http404
 from releases.background import outbox
 from releases.core import audit, roles, storage
 from releases.core.errors import InvalidInput
-from releases.datasets import column_store, hierarchies, risk, rules, versions
+from releases.datasets import budget, column_store, hierarchies, risk, rules, versions
 from releases.datasets.profiles import column_profile
 from releases.datasets.selectors import (
     PROFILE_TASK,
@@ -46,6 +46,7 @@ from releases.models import (
     Role,
 )
 from releases.models.datasets import ColumnType, DateOrder
+from releases.projects import selectors as project_selectors
 
 SUFFIXES = {"csv": ".csv", "tsv": ".tsv", "xlsx": ".xlsx", "parquet": ".parquet"}
 
@@ -105,11 +106,20 @@ def create_version(user, dataset: Dataset, uploaded: File, sheet: str = "") -> D
     the newest profiled version, named like it; its columns' decisions are carried over once
     it is profiled (``versions.carry_over``)."""
     fields = versions.version_fields(user, dataset)
-    return create_dataset(user, uploaded, fields["previous"].name, sheet, version=fields)
+    previous = fields["previous"]
+    # A version stays in its lineage's project (the steward must still be a steward there).
+    return create_dataset(
+        user, uploaded, previous.name, sheet, project=previous.project.slug, version=fields
+    )
 
 
 def create_dataset(
-    user, uploaded: File, name: str = "", sheet: str = "", version: dict | None = None
+    user,
+    uploaded: File,
+    name: str = "",
+    sheet: str = "",
+    project: str = "",
+    version: dict | None = None,
 ) -> Dataset:
     """Store an upload and queue its profiling; a refused upload stores nothing.
 
@@ -119,8 +129,12 @@ def create_dataset(
     Checked here: size, empty, binary or unknown format. Everything that needs the whole file
     (encoding, ragged rows, header, sheets, Parquet damage) is checked by the profiling task,
     which marks the dataset refused with the reason and removes its file.
+
+    ``project``: the short name of the project it goes into; optional when the steward is a
+    steward of one project only.
     """
     roles.require(user, roles.STEWARDS, "upload datasets")
+    into = project_selectors.upload_project(user, (project or "").strip())
     filename = PurePath(uploaded.name or "upload.csv").name
     try:
         if uploaded.size is not None and uploaded.size > settings.MAX_UPLOAD_BYTES:
@@ -136,6 +150,7 @@ def create_dataset(
         with transaction.atomic():
             dataset = Dataset.objects.create(
                 owner=user,
+                project=into,
                 name=(name or "").strip() or filename,
                 original_filename=filename,
                 file_path=path,
@@ -150,6 +165,7 @@ def create_dataset(
             lineage: dict[str, Any] = (
                 {"version": dataset.version, "previous": dataset.previous_id} if version else {}
             )
+            budget.apply_project_default(dataset)
             audit.record(
                 AuditEvent.Action.UPLOAD,
                 user,

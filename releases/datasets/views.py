@@ -19,6 +19,7 @@ from releases.core.http import is_htmx as _is_htmx
 from releases.datasets import hierarchies, risk, selectors, services, versions
 from releases.datasets.forms import UploadForm
 from releases.models import DatasetColumn
+from releases.projects import selectors as project_selectors
 
 # Multipart framing and the other fields around the file.
 UPLOAD_OVERHEAD_BYTES = 64 * 1024
@@ -44,7 +45,7 @@ def _list_context(form, upload_error: str = "") -> dict:
 
 @require_http_methods(["GET", "POST"])
 def dataset_list(request: HttpRequest) -> HttpResponse:
-    form = UploadForm()
+    form = UploadForm(projects=project_selectors.steward_projects(request.user))
     status = 200
     upload_error = ""
     if request.method == "POST":
@@ -54,7 +55,11 @@ def dataset_list(request: HttpRequest) -> HttpResponse:
             # Refused before the body is read: the file never reaches the disk.
             upload_error = services.refuse_oversized_upload(request.user, length)
         else:
-            form = UploadForm(request.POST, request.FILES)
+            form = UploadForm(
+                request.POST,
+                request.FILES,
+                projects=project_selectors.steward_projects(request.user),
+            )
         if form.is_bound and form.is_valid():
             try:
                 dataset = services.create_dataset(
@@ -62,6 +67,7 @@ def dataset_list(request: HttpRequest) -> HttpResponse:
                     form.cleaned_data["file"],
                     form.cleaned_data["name"],
                     form.cleaned_data["sheet"],
+                    form.cleaned_data["project"],
                 )
             except InvalidInput as exc:
                 form.add_error("file", str(exc))
@@ -88,7 +94,7 @@ def dataset_list(request: HttpRequest) -> HttpResponse:
 def dataset_status(request: HttpRequest, dataset_id: int) -> HttpResponse:
     """Polled while the file is read and profiled; reloads the page once it is final (reads
     only: a lost worker or message is the sweeper's)."""
-    dataset = selectors.get_dataset_for(request.user, dataset_id)
+    dataset = selectors.get_dataset_for(request.user, dataset_id, to_change=False)
     if dataset.is_final and _is_htmx(request):
         return HttpResponse(status=200, headers={"HX-Refresh": "true"})
     return render(

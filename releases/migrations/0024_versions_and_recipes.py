@@ -9,7 +9,7 @@ class Migration(migrations.Migration):
 
     dependencies = [
         ('auth', '0012_alter_user_first_name_max_length'),
-        ('releases', '0022_audit_export_action'),
+        ('releases', '0023_projects'),
         migrations.swappable_dependency(settings.AUTH_USER_MODEL),
     ]
 

@@ -18,6 +18,7 @@ from .logins import UsernameLock
 from .outbox import OutboxMessage
 from .package import ReleaseFile, Reproduction, TermsAcceptance
 from .privacy_budget import BudgetEntry, PrivacyBudget
+from .projects import Membership, Project
 from .recipes import Recipe
 from .requests import EquivalenceClass, ReleaseRequest, ReleaseRound, Review
 from .tokens import ApiToken
@@ -32,8 +33,10 @@ __all__ = [
     "EquivalenceClass",
     "Notification",
     "NotificationPreference",
+    "Membership",
     "OutboxMessage",
     "PrivacyBudget",
+    "Project",
     "RELEASED_ROLES",
     "UNCHANGED_ROLES",
     "Recipe",

@@ -60,6 +60,10 @@ class AuditEvent(models.Model):
         WEBHOOK_CREATED = "webhook_created", "Registered a webhook"
         WEBHOOK_CHANGED = "webhook_changed", "Changed a webhook"
         WEBHOOK_DELETED = "webhook_deleted", "Removed a webhook"
+        PROJECT_CREATED = "project_created", "Created a project"
+        PROJECT_SETTINGS = "project_settings", "Changed a project's settings"
+        MEMBERSHIP = "membership", "Changed a project's members"
+        DATASET_MOVED = "dataset_moved", "Moved a dataset to another project"
 
     # Set before the event is written, so that its hash covers it.
     created_at = models.DateTimeField(default=timezone.now, db_index=True)

@@ -40,6 +40,9 @@ class Dataset(models.Model):
     owner = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="datasets"
     )
+    project = models.ForeignKey(
+        "releases.Project", on_delete=models.PROTECT, related_name="datasets"
+    )
     name = models.CharField(max_length=255)
     original_filename = models.CharField(max_length=255)
     # Relative to MEDIA_ROOT; never exposed through a URL. Empty once a rejected file is removed.

@@ -529,7 +529,7 @@ class ReleaseRequestForm(JustificationsMixin, ProtectionMixin, UtilityMixin, Mod
         super().__init__(*args, **kwargs)
         offer(self, "recipients", recipient_choices())
         offer(self, "recipient_groups", recipient_group_choices())
-        self.fields["terms"].initial = default_terms()
+        self.fields["terms"].initial = default_terms(dataset)
         self.add_justification_fields(dataset)
         self.add_protection_field(dataset)
         self.add_utility_fields(dataset)

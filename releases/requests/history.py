@@ -26,7 +26,9 @@ def can_see_history(user, dataset: Dataset) -> bool:
     """Privacy officers, and the steward who owns the dataset."""
     if user is None or not user.is_authenticated:
         return False
-    return roles.is_officer(user) or (roles.is_steward(user) and dataset.owner_id == user.pk)
+    return roles.has_role(user, roles.OFFICER, dataset.project_id) or (
+        roles.has_role(user, roles.STEWARD, dataset.project_id) and dataset.owner_id == user.pk
+    )
 
 
 def released_requests(dataset: Dataset) -> QuerySet[ReleaseRequest]:

@@ -53,6 +53,23 @@ def is_requester(user, release_request: ReleaseRequest) -> bool:
     return user is not None and release_request.requested_by_id == user.pk
 
 
+def project_of(release_request: ReleaseRequest) -> int:
+    """The id of the project the request's dataset belongs to."""
+    return release_request.dataset.project_id
+
+
+def is_project_officer(user, release_request: ReleaseRequest) -> bool:
+    """An officer of the request's project: only they review it and see it as officers."""
+    return roles.has_role(user, roles.OFFICER, project_of(release_request))
+
+
+def is_project_steward_requester(user, release_request: ReleaseRequest) -> bool:
+    """The requester, still a steward of the request's project."""
+    return is_requester(user, release_request) and roles.has_role(
+        user, roles.STEWARD, project_of(release_request)
+    )
+
+
 def is_named_recipient(user, release_request: ReleaseRequest) -> bool:
     """Named on the release, directly or through a group, and holding the recipient role."""
     if user is None or not user.is_authenticated or not roles.is_recipient(user):
@@ -73,17 +90,19 @@ def _who_refuses(who: str, user, release_request: ReleaseRequest, action: Action
             "" if is_requester(user, release_request) else f"Only the requester can {action.verb}."
         )
     if who == REQUESTER_OR_OFFICER:
-        if is_requester(user, release_request) or roles.is_officer(user):
+        if is_requester(user, release_request) or is_project_officer(user, release_request):
             return ""
-        return f"Only the requester or a privacy officer can {action.verb}."
+        return f"Only the requester or a privacy officer of the project can {action.verb}."
     if who == REVIEWER:
-        if not roles.is_officer(user):
-            return "Only privacy officers can review release requests."
+        if not is_project_officer(user, release_request):
+            return "Only the project's privacy officers can review its release requests."
         if is_requester(user, release_request):
             return "Nobody can review a release they requested themselves."
         return ""
     if who == OFFICER:
-        return "" if roles.is_officer(user) else f"Only privacy officers can {action.verb}."
+        if is_project_officer(user, release_request):
+            return ""
+        return f"Only the project's privacy officers can {action.verb}."
     if who == RECEIVER:
         if is_requester(user, release_request) or is_named_recipient(user, release_request):
             return ""
@@ -361,13 +380,14 @@ def ended_unreleased(release_request: ReleaseRequest) -> bool:
 
 
 def can_view(user, release_request: ReleaseRequest) -> bool:
-    """Officers see every request, a steward their own, a named recipient the approved release
-    (also once revoked or expired, to see why it ended)."""
+    """Officers see every request of their projects, a steward their own (while a steward of its
+    project), a named recipient the approved release (also once revoked or expired, to see why
+    it ended), whatever their project."""
     if user is None or not user.is_authenticated:
         return False
-    if roles.is_officer(user):
+    if is_project_officer(user, release_request):
         return True
-    if is_requester(user, release_request) and roles.is_steward(user):
+    if is_project_steward_requester(user, release_request):
         return True
     return release_request.state in ReleaseRequest.RELEASED_STATES and is_named_recipient(
         user, release_request
@@ -378,8 +398,8 @@ def can_see_original(user, release_request: ReleaseRequest) -> bool:
     """Only officers and the requesting steward see anything computed on the original data."""
     if user is None or not user.is_authenticated:
         return False
-    return roles.is_officer(user) or (
-        is_requester(user, release_request) and roles.is_steward(user)
+    return is_project_officer(user, release_request) or is_project_steward_requester(
+        user, release_request
     )
 
 

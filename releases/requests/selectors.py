@@ -51,16 +51,19 @@ ROLE_GROUPS = roles.ALL_GROUPS
 
 
 def visible_requests(user) -> QuerySet[ReleaseRequest]:
-    """Requests the user may see (the queryset form of ``rules.can_view``): every one for
-    officers, their own for stewards, for recipients the releases that name them."""
+    """Requests the user may see (the queryset form of ``rules.can_view``): for officers every
+    one of their projects, for stewards their own in their projects, for recipients the
+    releases that name them (of any project)."""
     base = ReleaseRequest.objects.select_related("dataset", "requested_by")
     if not user.is_authenticated:
         return base.none()
-    if roles.is_officer(user):
-        return base.all()
     condition = Q(pk__in=[])
-    if roles.is_steward(user):
-        condition |= Q(requested_by=user)
+    officer_of = roles.projects_where(user, roles.OFFICER)
+    if officer_of:
+        condition |= Q(dataset__project__in=officer_of)
+    steward_of = roles.projects_where(user, roles.STEWARD)
+    if steward_of:
+        condition |= Q(requested_by=user, dataset__project__in=steward_of)
     if roles.is_recipient(user):
         condition |= Q(state__in=ReleaseRequest.RELEASED_STATES) & (
             Q(recipients=user) | Q(recipient_groups__in=user.groups.all())
@@ -82,7 +85,8 @@ def releases_for(user) -> QuerySet[ReleaseRequest]:
         raise PermissionDenied("Only recipients and data stewards have releases.")
     mine = visible_requests(user).filter(state__in=ReleaseRequest.RELEASED_STATES)
     if roles.is_officer(user):
-        # Officers see every request; their release list is what they requested or receive.
+        # Officers see their projects' requests; their release list is what they requested or
+        # receive.
         mine = mine.filter(
             Q(requested_by=user) | Q(recipients=user) | Q(recipient_groups__in=user.groups.all())
         ).distinct()
@@ -507,7 +511,7 @@ def recipient_choices():
     """Users who can be named on a release."""
     return (
         get_user_model()
-        .objects.filter(groups__name=roles.RECIPIENTS, is_active=True)
+        .objects.filter(memberships__role=roles.RECIPIENT, is_active=True)
         .order_by("username")
         .distinct()
     )

@@ -58,7 +58,10 @@ class Sharing:
     expires_at: datetime.date | None = None
 
 
-def default_terms() -> str:
+def default_terms(dataset: Dataset | None = None) -> str:
+    """The dataset's project's terms of use, or the site's (``DEFAULT_DATA_SHARING_TERMS``)."""
+    if dataset is not None and dataset.project.default_terms.strip():
+        return dataset.project.default_terms
     return settings.DEFAULT_DATA_SHARING_TERMS
 
 
@@ -67,8 +70,8 @@ def validate_sharing(sharing: Sharing) -> None:
     for user in sharing.recipients:
         if not roles.is_recipient(user):
             raise InvalidInput(
-                f"{user.get_username()} is not a recipient: only members of "
-                f"{roles.RECIPIENTS} can be named on a release."
+                f"{user.get_username()} is not a recipient: only people holding the "
+                "recipient role in a project (any project) can be named on a release."
             )
     for group in sharing.recipient_groups:
         if group.name in ROLE_GROUPS:
@@ -278,7 +281,7 @@ def request_release(
             config=snapshot,
             stage="Waiting for a worker",
             shuffle_seed=package.new_seed(),
-            terms=(sharing.terms if sharing.terms is not None else default_terms()).strip(),
+            terms=(sharing.terms if sharing.terms is not None else default_terms(dataset)).strip(),
             expires_at=sharing.expires_at,
             parameters=params.to_json(),
         )

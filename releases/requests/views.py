@@ -19,6 +19,7 @@ from releases.core.http import error_page
 from releases.core.http import is_htmx as _is_htmx
 from releases.datasets import selectors as dataset_selectors
 from releases.models import ReleaseFile
+from releases.projects import rules as project_rules
 from releases.requests import (
     attacker,
     downloads,
@@ -50,7 +51,7 @@ def dataset_context(
 
 @require_GET
 def dataset_detail(request: HttpRequest, dataset_id: int) -> HttpResponse:
-    dataset = dataset_selectors.get_dataset_for(request.user, dataset_id)
+    dataset = dataset_selectors.get_dataset_for(request.user, dataset_id, to_change=False)
     context = dataset_context(
         dataset,
         page_number=request.GET.get("page"),
@@ -60,6 +61,7 @@ def dataset_detail(request: HttpRequest, dataset_id: int) -> HttpResponse:
     )
     context["waiting_for_queue"] = dataset_selectors.waiting_for_queue(dataset)
     context["stalled"] = dataset_selectors.stalled(dataset)
+    context["can_move"] = project_rules.can_offer_move(request.user, dataset)
     return render(request, "releases/dataset_detail.html", context)
 
 

@@ -89,6 +89,7 @@ class AuditTrailForm(forms.Form):
         label="Until (included)", required=False, widget=forms.DateInput(attrs={"type": "date"})
     )
     dataset = forms.IntegerField(label="Dataset number", required=False, min_value=1)
+    project = forms.SlugField(label="Project (short name)", required=False, max_length=100)
 
     def clean(self):
         data = super().clean()
@@ -99,4 +100,6 @@ class AuditTrailForm(forms.Form):
 
     def chosen(self) -> TrailFilter:
         data = self.cleaned_data
-        return TrailFilter(data.get("since"), data.get("until"), data.get("dataset"))
+        return TrailFilter(
+            data.get("since"), data.get("until"), data.get("dataset"), data.get("project") or None
+        )

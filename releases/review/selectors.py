@@ -52,7 +52,9 @@ QUEUE_FILTERS = {
 def review_queue(user, state: str = "ready") -> QuerySet[Any]:
     """Requests for officers, oldest first, with the officer's own vote on the current round."""
     roles.require(user, roles.OFFICERS, "review release requests")
-    condition = QUEUE_FILTERS.get(state, QUEUE_FILTERS["ready"])
+    condition = QUEUE_FILTERS.get(state, QUEUE_FILTERS["ready"]) & Q(
+        dataset__project__in=roles.projects_where(user, roles.OFFICER)
+    )
     mine = Review.objects.filter(request=OuterRef("pk"), round=OuterRef("round"), reviewer=user)
     return (
         ReleaseRequest.objects.filter(condition)
@@ -67,7 +69,9 @@ def listed_for_revocation(user) -> list[ReleaseRequest]:
     the columns and labels a release may publish, for the officers to revoke."""
     roles.require(user, roles.OFFICERS, "review release requests")
     return list(
-        ReleaseRequest.objects.filter(state=State.APPROVED)
+        ReleaseRequest.objects.filter(
+            state=State.APPROVED, dataset__project__in=roles.projects_where(user, roles.OFFICER)
+        )
         .exclude(recheck_reason="")
         .select_related("dataset", "requested_by")
         .order_by("rechecked_at", "id")
@@ -178,7 +182,7 @@ def request_page(user, release_request: ReleaseRequest, events_page=None) -> dic
         "approvals": None
         if votes_hidden_from(user, release_request)
         else approvals_so_far(release_request),
-        "required_approvals": required_approvals(),
+        "required_approvals": required_approvals(release_request.dataset.project),
         "rounds": round_descriptions(list(release_request.rounds.all())),
         "candidates": candidates(summary),
         "smallest_class": smallest_class_allowed(release_request),

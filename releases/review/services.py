@@ -11,6 +11,7 @@ approvals from different officers approve it. Who may vote, and when, is the lif
 
 from __future__ import annotations
 
+import datetime
 import json
 import logging
 from typing import Any
@@ -123,6 +124,8 @@ def review(
                 release_request.state = new_state
                 release_request.decided_at = timezone.now()
                 release_request.save(update_fields=["state", "decided_at"])
+                if new_state == State.APPROVED and release_request.expires_at is None:
+                    _default_expiry(release_request)
                 if new_state == State.APPROVED:
                     kinds.of(release_request).on_approved(release_request, user)
                 emit.transition(release_request, was, new_state)
@@ -186,6 +189,14 @@ def verify_package(release_request: ReleaseRequest) -> None:
         raise InvalidInput("The stored files no longer match the reviewed package.")
 
 
+def _default_expiry(release_request: ReleaseRequest) -> None:
+    """A release approved with no expiry date expires after its project's default days."""
+    days = release_request.dataset.project.default_expiry_days
+    if days:
+        release_request.expires_at = timezone.localdate() + datetime.timedelta(days=days)
+        release_request.save(update_fields=["expires_at"])
+
+
 def _outcome(release_request: ReleaseRequest, decision: str, action: str) -> str:
     if decision != Decision.APPROVE:
         return rules.target(release_request.state, action)
@@ -195,7 +206,7 @@ def _outcome(release_request: ReleaseRequest, decision: str, action: str) -> str
         decision=Decision.APPROVE,
         package_sha256=release_request.package_sha256,
     ).count()
-    if approvals >= required_approvals():
+    if approvals >= required_approvals(release_request.dataset.project):
         return rules.target(release_request.state, action)
     return rules.PARTIAL_APPROVAL_TARGET
 
@@ -272,11 +283,13 @@ def download_report(user, request_id: int) -> tuple[str, bytes]:
 def export_audit_trail(user, chosen, fmt: str):
     """The audit trail as ``fmt`` ("csv" or "json"), for an officer: the export is itself
     audited (who took which part of the log); returns (file name, streamed chunks)."""
-    audit_trail.check_see_trail(user)
+    found = audit_trail.scoped(user, chosen)
     if fmt not in ("csv", "json"):
         raise InvalidInput("Export the audit trail as CSV or JSON.")
     with transaction.atomic():
         audit.record(AuditEvent.Action.AUDIT_EXPORT, user, format=fmt, part=chosen.describe())
     stamp = timezone.now().strftime("%Y%m%d-%H%M%S")
-    chunks = audit_trail.csv_chunks(chosen) if fmt == "csv" else audit_trail.json_chunks(chosen)
+    chunks = (
+        audit_trail.csv_chunks(found) if fmt == "csv" else audit_trail.json_chunks(chosen, found)
+    )
     return f"audit-trail-{stamp}.{fmt}", chunks

@@ -321,6 +321,11 @@ def audit_trail_page(request: HttpRequest) -> HttpResponse:
     audit_trail.check_see_trail(request.user)
     form = AuditTrailForm(request.GET or None)
     chosen = form.chosen() if form.is_bound and form.is_valid() else audit_trail.TrailFilter()
+    try:
+        events = audit_trail.trail_page(request.user, chosen, request.GET.get("page"))
+    except InvalidInput as exc:
+        form.add_error("project", str(exc))
+        events = audit_trail.trail_page(request.user, audit_trail.TrailFilter())
     status = 400 if form.is_bound and form.errors else 200
     query = request.GET.copy()
     query.pop("page", None)
@@ -329,7 +334,7 @@ def audit_trail_page(request: HttpRequest) -> HttpResponse:
         "releases/audit_trail.html",
         {
             "form": form,
-            "events": audit_trail.trail_page(request.user, chosen, request.GET.get("page")),
+            "events": events,
             "filter_query": f"{query.urlencode()}&" if query else "",
         },
         status=status,

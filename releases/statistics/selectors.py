@@ -51,7 +51,10 @@ def budgets_overview(user, page_number=None) -> Page:
         .values("total")
     )
     datasets = (
-        Dataset.objects.filter(status=Dataset.Status.READY)
+        Dataset.objects.filter(
+            status=Dataset.Status.READY,
+            project__in=roles.projects_where(user, roles.OFFICER),
+        )
         .select_related("owner", "privacy_budget")
         .annotate(
             epsilon_spent=Coalesce(Subquery(spent, output_field=amount), Value(Decimal(0))),

@@ -169,7 +169,7 @@ def request_statistics(
             queries=[q.to_dict() for q in queries],
             config={"kind": STATISTICS, "columns": sorted({c for q in queries for c in q.columns})},
             stage="Waiting for a worker",
-            terms=(sharing.terms if sharing.terms is not None else default_terms()).strip(),
+            terms=(sharing.terms if sharing.terms is not None else default_terms(dataset)).strip(),
             expires_at=sharing.expires_at,
         )
         release_request.recipients.set(sharing.recipients)

@@ -18,17 +18,18 @@ import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "anonymizer_site.settings")
 django.setup()
 
-from django.contrib.auth.models import Group, User  # noqa: E402
+from django.contrib.auth.models import User  # noqa: E402
 
 from releases.core import roles  # noqa: E402
 from releases.core.errors import InvalidInput  # noqa: E402
 from releases.datasets import budget  # noqa: E402
 from releases.models import Dataset  # noqa: E402
+from tests.support import members  # noqa: E402
 
 
 def user(name: str, group: str) -> User:
     person, _ = User.objects.get_or_create(username=name)
-    person.groups.add(Group.objects.get(name=group))
+    members.grant(person, group)
     return person
 
 
@@ -36,6 +37,7 @@ def setup(epsilon: str) -> None:
     steward = user("steward", roles.STEWARDS)
     dataset = Dataset.objects.create(
         owner=steward,
+        project=members.default_project(),
         name="people",
         original_filename="people.csv",
         sha256="0" * 64,

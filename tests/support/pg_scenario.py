@@ -17,7 +17,7 @@ import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "anonymizer_site.settings")
 django.setup()
 
-from django.contrib.auth.models import Group, User  # noqa: E402
+from django.contrib.auth.models import User  # noqa: E402
 from django.core.exceptions import PermissionDenied  # noqa: E402
 from django.core.files.uploadedfile import SimpleUploadedFile  # noqa: E402
 
@@ -28,15 +28,14 @@ from releases.models import ReleaseRequest, Role  # noqa: E402
 from releases.requests import services as release  # noqa: E402
 from releases.requests.parameters import ReleaseParameters  # noqa: E402
 from releases.review import services as review  # noqa: E402
+from tests.support import members  # noqa: E402
 
 
 def setup() -> None:
     steward = User.objects.create_user("steward", password="x")
-    steward.groups.add(Group.objects.get(name=roles.STEWARDS))
+    members.grant(steward, roles.STEWARDS)
     for name in ("officer1", "officer2"):
-        User.objects.create_user(name, password="x").groups.add(
-            Group.objects.get(name=roles.OFFICERS)
-        )
+        members.grant(User.objects.create_user(name, password="x"), roles.OFFICERS)
     rows = ["age,sex,city"] + [f"{20 + i % 40},{'FM'[i % 2]},{'ABC'[i % 3]}" for i in range(400)]
     upload = SimpleUploadedFile("people.csv", ("\n".join(rows) + "\n").encode())
     # The tests run this step with eager Celery: profiling and the run happen in this process.

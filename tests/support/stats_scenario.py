@@ -20,7 +20,7 @@ import django
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "anonymizer_site.settings")
 django.setup()
 
-from django.contrib.auth.models import Group, User  # noqa: E402
+from django.contrib.auth.models import User  # noqa: E402
 
 from releases.background import outbox as dispatch  # noqa: E402
 from releases.core import roles  # noqa: E402
@@ -28,13 +28,13 @@ from releases.datasets import budget  # noqa: E402
 from releases.models import ReleaseRequest, Role  # noqa: E402
 from releases.statistics import run as statistics_run  # noqa: E402
 from releases.statistics import services as statistics  # noqa: E402
-from tests.support import factories  # noqa: E402
+from tests.support import factories, members  # noqa: E402
 from tests.support.workflow import tag  # noqa: E402
 
 
 def user(name: str, group: str) -> User:
     person, _ = User.objects.get_or_create(username=name)
-    person.groups.add(Group.objects.get_or_create(name=group)[0])
+    members.grant(person, group)
     return person
 
 

@@ -1,4 +1,9 @@
-"""Create the three role groups and demo accounts for each role; print their passwords.
+"""Create two projects and demo accounts for each role; print their passwords.
+
+The first project ("Default", made by the migration to projects) holds ``steward``,
+``officer`` (also its admin), ``officer2`` and ``recipient``; the second ("Study B") holds
+``steward_b`` and ``officer_b`` (also its admin) and a small dataset of its own, which the
+first project's people never see.
 
 Passwords are generated on the first run and kept in ``var/demo-accounts.txt`` (outside the
 repository), so running it again prints the same accounts.
@@ -22,26 +27,31 @@ from pathlib import Path
 import pandas as pd
 from django.conf import settings
 from django.contrib.auth import get_user_model
-from django.contrib.auth.models import Group
 from django.core.files import File
 from django.core.management.base import BaseCommand, CommandError
 
 from anonymizer_site.celery import app as celery_app
 from releases.core import roles
 from releases.datasets import services as datasets
-from releases.models import Dataset, ReleaseRequest, Role
+from releases.models import Dataset, Membership, Project, ReleaseRequest, Role
 from releases.requests import attacker, reproduction
 from releases.requests import services as requests
 from releases.requests.parameters import ReleaseParameters
 from releases.requests.services import Sharing
 from releases.review import services as review
 
+DEFAULT_PROJECT = ("default", "Default")
+SECOND_PROJECT = ("study-b", "Study B")
+#: (user name, project's short name, roles there).
 DEMO_ACCOUNTS = [
-    ("steward", roles.STEWARDS),
-    ("officer", roles.OFFICERS),
-    ("officer2", roles.OFFICERS),
-    ("recipient", roles.RECIPIENTS),
+    ("steward", "default", (roles.STEWARD,)),
+    ("officer", "default", (roles.OFFICER, roles.ADMIN)),
+    ("officer2", "default", (roles.OFFICER,)),
+    ("recipient", "default", (roles.RECIPIENT,)),
+    ("steward_b", "study-b", (roles.STEWARD,)),
+    ("officer_b", "study-b", (roles.OFFICER, roles.ADMIN)),
 ]
+SECOND_DATASET = "Study B visits (demo)"
 ADULT = Path(settings.BASE_DIR) / "tests" / "data" / "adult"
 ADULT_QUASI_IDENTIFIERS = [
     "age",
@@ -57,7 +67,10 @@ DEMO_DATASET = "Adult census extract (demo)"
 
 
 class Command(BaseCommand):
-    help = "Create demo accounts for a data steward, two privacy officers and a recipient."
+    help = (
+        "Create two projects with demo accounts: a data steward, two privacy officers and a "
+        "recipient in the first, a steward and an officer in the second."
+    )
 
     def add_arguments(self, parser) -> None:
         parser.add_argument(
@@ -70,24 +83,52 @@ class Command(BaseCommand):
         store = settings.VAR_DIR / "demo-accounts.txt"
         passwords = json.loads(store.read_text()) if store.exists() else {}
         user_model = get_user_model()
-        for group_name in roles.ALL_GROUPS:
-            Group.objects.get_or_create(name=group_name)
-        for username, group_name in DEMO_ACCOUNTS:
+        projects = {
+            slug: Project.objects.get_or_create(slug=slug, defaults={"name": name})[0]
+            for slug, name in (DEFAULT_PROJECT, SECOND_PROJECT)
+        }
+        for username, slug, held in DEMO_ACCOUNTS:
             password = passwords.get(username) or secrets.token_urlsafe(9)
             passwords[username] = password
             user, _ = user_model.objects.get_or_create(username=username)
             user.email = f"{username}@example.org"
             user.set_password(password)
             user.save()
-            user.groups.add(Group.objects.get(name=group_name))
+            for role in held:
+                Membership.objects.get_or_create(project=projects[slug], user=user, role=role)
         store.parent.mkdir(parents=True, exist_ok=True)
         store.write_text(json.dumps(passwords))
         store.chmod(0o600)
-        self.stdout.write("Demo accounts (user name / password / role):")
-        for username, group_name in DEMO_ACCOUNTS:
-            self.stdout.write(f"  {username:<10} {passwords[username]:<14} {group_name}")
+        self.stdout.write("Demo accounts (user name / password / project: roles):")
+        for username, slug, held in DEMO_ACCOUNTS:
+            self.stdout.write(
+                f"  {username:<10} {passwords[username]:<14} {slug}: {', '.join(held)}"
+            )
+        self.seed_second_project(user_model.objects.get(username="steward_b"))
         if options["with_release"]:
             self.seed_release()
+
+    def seed_second_project(self, steward_b) -> None:
+        """A small dataset in the second project, uploaded by its steward (once)."""
+        if Dataset.objects.filter(owner=steward_b, name=SECOND_DATASET).exists():
+            return
+        rows = ["age,sex,zip,visits"] + [
+            f"{20 + (i * 7) % 60},{'FM'[i % 2]},{['10115', '10117', '10119'][i % 3]},{i % 5}"
+            for i in range(200)
+        ]
+        content = ("\n".join(rows) + "\n").encode()
+        eager = celery_app.conf.task_always_eager
+        celery_app.conf.task_always_eager = True
+        try:
+            datasets.create_dataset(
+                steward_b,
+                File(io.BytesIO(content), name="visits.csv"),
+                name=SECOND_DATASET,
+                project=SECOND_PROJECT[0],
+            )
+        finally:
+            celery_app.conf.task_always_eager = eager
+        self.stdout.write(f"{SECOND_DATASET} uploaded by steward_b into {SECOND_PROJECT[1]}.")
 
     def seed_release(self) -> None:
         users = get_user_model().objects
@@ -111,7 +152,10 @@ class Command(BaseCommand):
         try:
             with open(ADULT / "adult.csv", "rb") as handle:
                 dataset = datasets.create_dataset(
-                    steward, File(handle, name="adult.csv"), name=DEMO_DATASET
+                    steward,
+                    File(handle, name="adult.csv"),
+                    name=DEMO_DATASET,
+                    project=DEFAULT_PROJECT[0],
                 )
             dataset = Dataset.objects.get(pk=dataset.pk)
             if not dataset.is_ready:
