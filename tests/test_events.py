@@ -16,6 +16,7 @@ from releases.core.errors import InvalidInput
 from releases.events import emit, notifications, secrets, selectors, services, webhooks
 from releases.models import (
     AuditEvent,
+    Membership,
     Notification,
     NotificationPreference,
     OutboxMessage,
@@ -28,6 +29,7 @@ from releases.requests import run as release_run
 from releases.review import services as review
 from tests.conftest import READY_ROLES, make_user
 from tests.support import factories, workflow
+from tests.support.members import grant, make_project
 
 pytestmark = pytest.mark.django_db
 
@@ -54,9 +56,11 @@ def test_every_transition_of_a_run_is_one_event_in_order(steward, officer):
     assert (last.previous_state, last.state) == (State.READY, State.CHANGES_REQUESTED)
 
 
-def test_ready_for_review_tells_every_officer_but_the_requester(
+def test_ready_for_review_tells_the_projects_officers_but_the_requester(
     steward_officer, officer, second_officer, steward
 ):
+    elsewhere = make_user("officer_elsewhere")
+    grant(elsewhere, roles.OFFICER, project=make_project("study-b"))
     release_request = workflow.ready_release(
         steward_officer, factories.synthetic_csv(), READY_ROLES
     )
@@ -64,6 +68,8 @@ def test_ready_for_review_tells_every_officer_but_the_requester(
     assert _kinds(second_officer) == [Kind.REVIEW_READY]
     assert Kind.REVIEW_READY not in _kinds(steward_officer)
     assert _kinds(steward) == []
+    # An officer of another project reviews nothing here, so is told nothing.
+    assert _kinds(elsewhere) == []
     note = Notification.objects.get(user=officer)
     assert f"#{release_request.pk}" in note.text
     assert note.link == reverse("releases:request_detail", args=[release_request.pk])
@@ -218,6 +224,14 @@ def test_endpoints_fire_for_their_owners_datasets_only(steward, other_steward):
     }
     for delivery in WebhookDelivery.objects.filter(event=event):
         assert outbox.latest(webhooks.WEBHOOK_TASK, delivery.pk) is not None
+
+
+def test_an_owner_who_left_the_project_hears_nothing_more(steward):
+    release_request = workflow.ready_release(steward, factories.synthetic_csv(), READY_ROLES)
+    endpoint = services.create_endpoint(steward, "https://a.example.org/hook").endpoint
+    assert list(selectors.endpoints_for(release_request)) == [endpoint]
+    Membership.objects.filter(user=steward, role=roles.STEWARD).delete()
+    assert list(selectors.endpoints_for(release_request)) == []
 
 
 def test_the_secret_is_stored_encrypted_and_signs(steward):

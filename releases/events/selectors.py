@@ -25,22 +25,37 @@ DECIDED = (State.APPROVED, State.CHANGES_REQUESTED, State.REJECTED)
 
 def endpoints_for(release_request: ReleaseRequest) -> QuerySet[WebhookEndpoint]:
     """The one place that decides which endpoints fire for a request: the active endpoints of
-    the dataset's owner, unfiltered or filtered to this dataset."""
-    return WebhookEndpoint.objects.filter(
-        active=True, owner_id=release_request.dataset.owner_id
-    ).filter(Q(dataset__isnull=True) | Q(dataset_id=release_request.dataset_id))
+    the dataset's owner, unfiltered or filtered to this dataset, and only while the owner is
+    still a steward of the dataset's project (a steward who left it hears nothing more)."""
+    dataset = release_request.dataset
+    return (
+        WebhookEndpoint.objects.filter(active=True, owner_id=dataset.owner_id)
+        .filter(Q(dataset__isnull=True) | Q(dataset_id=dataset.pk))
+        .filter(
+            owner__memberships__project_id=dataset.project_id,
+            owner__memberships__role=roles.STEWARD,
+        )
+        .distinct()
+    )
 
 
-def officers():
-    """Every privacy officer (active accounts)."""
-    return get_user_model().objects.filter(is_active=True, groups__name=roles.OFFICERS).distinct()
+def officers(project_id: int):
+    """The privacy officers of the project (active accounts): they alone review its requests."""
+    return (
+        get_user_model()
+        .objects.filter(
+            is_active=True, memberships__project_id=project_id, memberships__role=roles.OFFICER
+        )
+        .distinct()
+    )
 
 
 def named_recipients(release_request: ReleaseRequest):
-    """The recipients named on the release, directly or through a group, holding the role."""
+    """The recipients named on the release, directly or through a group, holding the role (in
+    any project: a release may name recipients from outside its own)."""
     return (
         get_user_model()
-        .objects.filter(is_active=True, groups__name=roles.RECIPIENTS)
+        .objects.filter(is_active=True, memberships__role=roles.RECIPIENT)
         .filter(
             Q(pk__in=release_request.recipients.values("pk"))
             | Q(groups__in=release_request.recipient_groups.all())
@@ -56,7 +71,9 @@ def told(event: RequestEvent) -> list[tuple[object, str]]:
     if event.state == State.READY:
         out += [
             (officer, Kind.REVIEW_READY)
-            for officer in officers().exclude(pk=release_request.requested_by_id)
+            for officer in officers(release_request.dataset.project_id).exclude(
+                pk=release_request.requested_by_id
+            )
         ]
     if event.state in DECIDED and event.previous_state == State.READY:
         out.append((release_request.requested_by, Kind.REQUEST_DECIDED))
