@@ -5,13 +5,14 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 from pandas.api.extensions import ExtensionArray
 
-from . import metrics
+from . import metrics, safepub
 from .arrays import BoolArray, CodeArray, FloatArray, IntArray
 from .criteria import DataContext, EarlierReleases, Evaluation, PrivacyModel
 from .hierarchy import Hierarchy
@@ -293,6 +294,7 @@ def anonymize(
     if config.algorithm == "mondrian":
         return anonymize_mondrian(data, config, progress)
 
+    config, dp = safepub.prepare(len(data), config)
     model = config.model
     if progress is not None:
         progress(0.0, "encoding the data")
@@ -303,7 +305,10 @@ def anonymize(
     population_size = context.population_size
     lo = [int(config.min_levels.get(q, 0)) for q in qis]
     hi = [int(config.max_levels.get(q, config.quasi_identifiers[q].height - 1)) for q in qis]
-    found, optimum, candidates = _search(enc, model, qis, lo, hi, config, progress, context)
+    if dp is None:
+        found, optimum, candidates = _search(enc, model, qis, lo, hi, config, progress, context)
+    else:
+        found, optimum, candidates = _safepub_search(enc, model, qis, lo, hi, config, context, dp)
 
     # Re-derive the chosen transformation from the level-0 table to map rows to classes.
     table, base_to_class, judged = judge_levels(enc, model, context, found.levels)
@@ -420,7 +425,7 @@ def anonymize(
         heuristic=bool(found.heuristic),
         source_rows=np.flatnonzero(keep_rows),
         model=model,
-        models=model.achieved(released, context),
+        models=_with_sample(model.achieved(released, context), dp),
         candidates=candidates,
         optimum=optimum,
         levels_fixed=config.levels is not None,
@@ -428,6 +433,7 @@ def anonymize(
         class_sizes_before=np.asarray(before, dtype=np.int64),
         population_rows=enc.population_rows,
         utility=config.utility(),
+        safepub=None if dp is None else dp.report(),
     )
 
 
@@ -520,6 +526,43 @@ def _search(
         qis, (best.levels, best.loss, _highest(best), best.suppressed), best.levels
     )
     return (chosen or best), optimum, front
+
+
+def _safepub_search(
+    enc: EncodedData,
+    model: PrivacyModel,
+    qis: list[str],
+    lo: list[int],
+    hi: list[int],
+    config: AnonymizationConfig,
+    context: DataContext,
+    dp: safepub.SafePubRun,
+) -> tuple[SearchResult, Candidate, list[Candidate]]:
+    """SafePub's transformation: the scheme's levels, or the data-dependent search's choice.
+    No optimum is searched and no candidates are kept: they would look at the data without
+    spending budget."""
+    scored = 0
+    if config.levels is not None:
+        levels = tuple(int(config.levels[q]) for q in qis)
+    else:
+        levels, scored = safepub.exponential_search(enc, model, context, lo, hi, dp)
+    chosen = search(enc, model, list(levels), list(levels), None, None, context, explore=0)
+    chosen = replace(chosen, transformations_checked=chosen.transformations_checked + scored)
+    entry = (chosen.levels, chosen.loss, _highest(chosen), chosen.suppressed)
+    return chosen, _candidate(qis, entry, chosen.levels), []
+
+
+def _with_sample(
+    models: list[dict[str, object]], dp: safepub.SafePubRun | None
+) -> list[dict[str, object]]:
+    """The models' achieved values, SafePub's with the rows it sampled and its seed."""
+    if dp is None:
+        return models
+    for entry in models:
+        achieved = entry.get("achieved")
+        if entry.get("model") == dp.criterion.name and isinstance(achieved, dict):
+            achieved.update(sampled_rows=dp.sampled_rows, seed=dp.seed)
+    return models
 
 
 def _highest(found: SearchResult) -> float:

@@ -172,6 +172,9 @@ class AnonymizationResult:
     #: The utility controls the search ran under: ``weights`` (per quasi-identifier, as given)
     #: and ``level_limits`` (``{column: [min, max]}``); empty when none were given.
     utility: dict[str, Any] = field(default_factory=dict)
+    #: With SafePub: ε, δ, k, β, the search mode and ε_search, the seed, the input's rows and
+    #: the rows sampled (see :mod:`.safepub`); None otherwise.
+    safepub: dict[str, Any] | None = None
 
     def report(self) -> dict[str, Any]:
         """A JSON-serialisable summary (the command line's ``--report`` and the stored summary)."""
@@ -199,4 +202,5 @@ class AnonymizationResult:
             "seconds": self.seconds,
             "warnings": list(self.warnings),
             "utility": self.utility,
+            "safepub": self.safepub,
         }
