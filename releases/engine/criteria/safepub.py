@@ -165,6 +165,7 @@ class SafePub(Criterion):
             minimum_exclusive=True,
             maximum_exclusive=True,
             metavar="DELTA",
+            flag="--safepub-delta",
         ),
         ParamSpec(
             "search_budget",
@@ -176,6 +177,7 @@ class SafePub(Criterion):
             required=False,
             minimum=0,
             metavar="EPSILON",
+            flag="--safepub-search-budget",
         ),
         ParamSpec(
             "steps",
@@ -185,6 +187,7 @@ class SafePub(Criterion):
             required=False,
             minimum=1,
             metavar="N",
+            flag="--safepub-steps",
         ),
         ParamSpec(
             "degree",
@@ -194,6 +197,7 @@ class SafePub(Criterion):
             "hierarchy's height (ARX's scheme), unless fixed levels are given.",
             required=False,
             choices=tuple((d, d.replace("-", " ")) for d in DEGREES),
+            flag="--safepub-degree",
         ),
         ParamSpec(
             "seed",
@@ -204,6 +208,7 @@ class SafePub(Criterion):
             required=False,
             minimum=0,
             metavar="N",
+            flag="--safepub-seed",
         ),
     )
     local_recoding = False
