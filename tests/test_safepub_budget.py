@@ -58,8 +58,10 @@ def test_the_run_spends_epsilon_once_and_a_second_request_over_budget_is_refused
     extract = extract_frame(release_request)
     assert "name" not in extract.columns
     assert extract.groupby("sex").size().min() >= k
-    assert len(extract) == release_request.summary["safepub"]["sampled_rows"] - (
-        release_request.summary["suppressed"]
+    assert (
+        len(extract)
+        == release_request.summary["safepub"]["sampled_rows"]
+        - (release_request.summary["suppressed"])
     )
 
     # Delivered a second time, the round does not spend again.

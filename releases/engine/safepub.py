@@ -63,7 +63,9 @@ def find(model: PrivacyModel) -> SafePub | None:
     return next((c for c in model.criteria if isinstance(c, SafePub)), None)
 
 
-def prepare(rows: int, config: AnonymizationConfig) -> tuple[AnonymizationConfig, SafePubRun | None]:
+def prepare(
+    rows: int, config: AnonymizationConfig
+) -> tuple[AnonymizationConfig, SafePubRun | None]:
     """The configuration SafePub runs with (unchanged without SafePub) and what it drew."""
     criterion = find(config.model)
     if criterion is None:
@@ -112,9 +114,7 @@ def prepare(rows: int, config: AnonymizationConfig) -> tuple[AnonymizationConfig
         suppression_limit=1.0,
         population=config.model.population,
     )
-    prepared = replace(
-        config, model=model, research_subset=ResearchSubset(sample), levels=levels
-    )
+    prepared = replace(config, model=model, research_subset=ResearchSubset(sample), levels=levels)
     return prepared, SafePubRun(criterion, seed, sample)
 
 

@@ -10,6 +10,7 @@ ARX's figures are its own output (``bench/arx/SafePubHarness.java``, stored unde
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -80,9 +81,7 @@ def test_data_independent_release_checked_with_pandas(adult, adult_hierarchies, 
     in_sample = generalized[sampled]
     sizes = in_sample.groupby(QIS).size()
     small = sizes[sizes < k]
-    expected_rows = np.flatnonzero(
-        sampled & ~generalized.set_index(QIS).index.isin(small.index)
-    )
+    expected_rows = np.flatnonzero(sampled & ~generalized.set_index(QIS).index.isin(small.index))
     # Released: exactly the sampled rows of classes with at least k sampled rows.
     assert np.array_equal(np.sort(result.source_rows), expected_rows)
     assert result.suppressed == int(small.sum()) and result.suppressed > 0
@@ -166,11 +165,13 @@ def test_with_arxs_sample_the_release_is_arxs(adult, adult_hierarchies, name, mo
         ({"epsilon": 1, "delta": 1e-5}, None, True, "without a research subset"),
     ],
 )
-def test_bad_requests_are_refused_clearly(adult, adult_hierarchies, params, levels, subset, message):
+def test_bad_requests_are_refused_clearly(
+    adult, adult_hierarchies, params, levels, subset, message
+):
     with pytest.raises(EngineError, match=message):
         cfg = config(adult_hierarchies, levels, **params)
         if subset:
-            cfg.research_subset = ResearchSubset(np.ones(len(adult), dtype=bool))
+            cfg = replace(cfg, research_subset=ResearchSubset(np.ones(len(adult), dtype=bool)))
         anonymize(adult, cfg)
 
 
