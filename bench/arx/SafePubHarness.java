@@ -90,7 +90,9 @@ public class SafePubHarness {
             boolean dependent = options.containsKey("search-budget");
             if (dependent) {
                 config.setDPSearchBudget(Double.parseDouble(options.get("search-budget")));
-                config.setHeuristicSearchStepLimit(Integer.parseInt(options.get("steps")));
+                // --steps counts expansions (steps of the search), as the engine's option does.
+                config.setHeuristicSearchStepLimit(Integer.parseInt(options.get("steps")),
+                                                   ARXConfiguration.SearchStepSemantics.EXPANSIONS);
                 criterion = new EDDifferentialPrivacy(epsilon, delta);
             } else {
                 DataGeneralizationScheme scheme;

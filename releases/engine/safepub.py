@@ -177,6 +177,8 @@ def exponential_search(
         value = candidates[pivot]
         if value > best_score or (value == best_score and sum(pivot) < sum(best)):
             best, best_score = pivot, value
+        if scored >= steps * len(pivot):
+            break  # ARX's limit on transformations checked: steps times the quasi-identifiers
     if not math.isfinite(best_score):  # pragma: no cover - scores are finite sums
         raise EngineError("The search's scores are not finite.")
     return best, scored

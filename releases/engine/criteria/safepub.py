@@ -290,7 +290,10 @@ class SafePub(Criterion):
         smallest = int(achieved.get("smallest_class") or 0)
         k = int(achieved.get("k") or self.k)
         sampled = achieved.get("sampled_rows")
-        detail = f"smallest class {smallest}, k={k} from ε={self.epsilon:g}, δ={self.delta:g}"
+        mode = achieved.get("mode") or ("data-dependent" if self.data_dependent else "")
+        detail = (
+            f"smallest class {smallest}, k={k} from ε={self.epsilon:g}, δ={self.delta:g} ({mode})"
+        )
         if sampled is not None:
             detail += f"; {sampled} rows sampled with β={float(achieved.get('beta') or 0):.4f}"
         return [Check("differential privacy (SafePub)", smallest == 0 or smallest >= k, detail)]
