@@ -13,6 +13,7 @@ from releases.datasets import budget
 from releases.engine import PrivacyModel
 from releases.engine.criteria.safepub import SafePub, parameters
 from releases.models import BudgetEntry, ReleaseRequest, Role
+from releases.requests import checks
 from releases.requests import run as release_run
 from releases.requests import services as release
 from releases.requests.parameters import ReleaseParameters
@@ -63,6 +64,12 @@ def test_the_run_spends_epsilon_once_and_a_second_request_over_budget_is_refused
         == release_request.summary["safepub"]["sampled_rows"]
         - (release_request.summary["suppressed"])
     )
+
+    # The review's checks: as requested, SafePub's line (k, ε, δ, the rows sampled), the limit.
+    lines = {c.name: c for c in checks.checks(release_request)}
+    assert all(c.passed for c in lines.values()), [c for c in lines.values() if not c.passed]
+    dp_line = lines["differential privacy (SafePub)"].detail
+    assert f"k={k}" in dp_line and "ε=1" in dp_line and "rows sampled" in dp_line
 
     # Delivered a second time, the round does not spend again.
     assert release_run.dp_budget.spend(release_request, safepub(1.0).model) == spends.get()
