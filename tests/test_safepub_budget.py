@@ -16,9 +16,10 @@ from releases.models import BudgetEntry, ReleaseRequest, Role
 from releases.requests import checks
 from releases.requests import run as release_run
 from releases.requests import services as release
+from releases.requests.forms import ModelForm
 from releases.requests.parameters import ReleaseParameters
 from tests.support.factories import make_dataset, synthetic_csv
-from tests.support.workflow import tag
+from tests.support.workflow import form_data, tag
 from tests.test_services import extract_frame
 
 
@@ -85,3 +86,16 @@ def test_without_a_budget_a_differentially_private_extract_is_refused(dataset, s
     with pytest.raises(InvalidInput, match="No privacy budget is set"):
         release.request_release(steward, dataset, safepub())
     assert ReleaseRequest.objects.count() == 0
+
+
+def test_the_request_form_asks_for_safepub_from_the_registry(db):
+    data = form_data(safepub(1.0, seed=9))
+    assert data["use__safepub"] == "on" and data["safepub__epsilon"] == "1.0"
+    form = ModelForm(data=data)
+    assert form.is_valid(), form.errors
+    (criterion,) = form.parameters().model.criteria
+    assert criterion == SafePub(epsilon=1, delta=1e-5, steps=4, seed=9)
+
+    bad = ModelForm(data={**data, "safepub__search_budget": "1.5"})
+    assert not bad.is_valid()
+    assert "must be below ε=1" in str(bad.errors)
