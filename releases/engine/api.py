@@ -6,13 +6,14 @@ import dataclasses
 import math
 import time
 from collections.abc import Mapping
+from dataclasses import replace
 
 import numpy as np
 import pandas as pd
 from numpy.typing import NDArray
 from pandas.api.extensions import ExtensionArray
 
-from . import metrics
+from . import metrics, safepub
 from .arrays import BoolArray, CodeArray, FloatArray, IntArray, ObjectArray, SmallIntArray
 from .criteria import DataContext, EarlierReleases, Evaluation, PrivacyModel
 from .hierarchy import Hierarchy
@@ -375,6 +376,7 @@ def anonymize(
     utility = config.utility()
     config = generalized_config(config)
 
+    config, dp = safepub.prepare(len(data), config)
     model = config.model
     if progress is not None:
         progress(0.0, "encoding the data")
@@ -386,7 +388,9 @@ def anonymize(
     lo = [int(config.min_levels.get(q, 0)) for q in qis]
     hi = [int(config.max_levels.get(q, config.quasi_identifiers[q].height - 1)) for q in qis]
     search_info: dict[str, object] = {}
-    if config.algorithm == "heuristic":
+    if dp is not None:
+        found, optimum, candidates = _safepub_search(enc, model, qis, lo, hi, config, context, dp)
+    elif config.algorithm == "heuristic":
         found, optimum, candidates, search_info = _heuristic(
             enc, model, qis, lo, hi, config, progress, context
         )
@@ -517,7 +521,7 @@ def anonymize(
         heuristic=bool(found.heuristic),
         source_rows=np.flatnonzero(keep_rows),
         model=model,
-        models=model.achieved(released, context),
+        models=_with_sample(model.achieved(released, context), dp),
         candidates=candidates,
         optimum=optimum,
         levels_fixed=config.levels is not None,
@@ -526,6 +530,7 @@ def anonymize(
         population_rows=enc.population_rows,
         utility=utility,
         search=search_info,
+        safepub=None if dp is None else dp.report(),
     )
 
 
@@ -740,6 +745,43 @@ def optimality_statement(exhausted: bool, gap: float | None, optimum_loss: float
         f"Not optimal: its Loss is {gap:.6f} above the optimum's {optimum_loss:.6f}{share}, "
         "found by the optimal search."
     )
+
+
+def _safepub_search(
+    enc: EncodedData,
+    model: PrivacyModel,
+    qis: list[str],
+    lo: list[int],
+    hi: list[int],
+    config: AnonymizationConfig,
+    context: DataContext,
+    dp: safepub.SafePubRun,
+) -> tuple[SearchResult, Candidate, list[Candidate]]:
+    """SafePub's transformation: the scheme's levels, or the data-dependent search's choice.
+    No optimum is searched and no candidates are kept: they would look at the data without
+    spending budget."""
+    scored = 0
+    if config.levels is not None:
+        levels = tuple(int(config.levels[q]) for q in qis)
+    else:
+        levels, scored = safepub.exponential_search(enc, model, context, lo, hi, dp)
+    chosen = search(enc, model, list(levels), list(levels), None, None, context, explore=0)
+    chosen = replace(chosen, transformations_checked=chosen.transformations_checked + scored)
+    entry = (chosen.levels, chosen.loss, _highest(chosen), chosen.suppressed)
+    return chosen, _candidate(qis, entry, chosen.levels), []
+
+
+def _with_sample(
+    models: list[dict[str, object]], dp: safepub.SafePubRun | None
+) -> list[dict[str, object]]:
+    """The models' achieved values, SafePub's with the rows it sampled and its seed."""
+    if dp is None:
+        return models
+    for entry in models:
+        achieved = entry.get("achieved")
+        if entry.get("model") == dp.criterion.name and isinstance(achieved, dict):
+            achieved.update(sampled_rows=dp.sampled_rows, seed=dp.seed)
+    return models
 
 
 def _highest(found: SearchResult) -> float:

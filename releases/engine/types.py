@@ -189,6 +189,9 @@ class AnonymizationResult:
     #: whether its result is proven optimal and, when the optimum is known, the Loss gap
     #: (see :func:`.api.heuristic_summary`); empty for the other algorithms.
     search: dict[str, Any] = field(default_factory=dict)
+    #: With SafePub: ε, δ, k, β, the search mode and ε_search, the seed, the input's rows and
+    #: the rows sampled (see :mod:`.safepub`); None otherwise.
+    safepub: dict[str, Any] | None = None
 
     def report(self) -> dict[str, Any]:
         """A JSON-serialisable summary (the command line's ``--report`` and the stored summary)."""
@@ -217,4 +220,5 @@ class AnonymizationResult:
             "warnings": list(self.warnings),
             "utility": self.utility,
             "search": self.search,
+            "safepub": self.safepub,
         }

@@ -47,7 +47,7 @@ from releases.models import (
     ReleaseRequest,
     Role,
 )
-from releases.requests import attacker, cross_release, package, rules
+from releases.requests import attacker, cross_release, dp_budget, package, rules
 from releases.requests.parameters import ReleaseParameters
 
 logger = logging.getLogger(__name__)
@@ -722,6 +722,9 @@ class ExtractRun(RequestRun):
         frame, all_columns = load_released(release_request.dataset, release_request.config)
         earlier = protected_releases(release_request, params)
         timer.done("read")
+        # A differentially private extract spends first, and commits, before its sample is
+        # drawn (as a statistics release spends before its noise).
+        dp_budget.spend(release_request, params.model)
         self.progress("Searching for the best generalization", progress=0.1)
         built = build_release(
             frame,

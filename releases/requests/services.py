@@ -38,7 +38,7 @@ from releases.models import (
     Role,
     TermsAcceptance,
 )
-from releases.requests import package, rules
+from releases.requests import dp_budget, package, rules
 from releases.requests.parameters import MAX_TIME_LIMIT, ReleaseParameters
 from releases.requests.selectors import ROLE_GROUPS, locked
 
@@ -242,6 +242,7 @@ def _validate(params: ReleaseParameters, dataset: Dataset, snapshot: dict) -> No
         unknown = sorted(set(params.levels) - qis)
         if unknown:
             raise InvalidInput(f"{unknown[0]!r} is not a quasi-identifier of this release.")
+    dp_budget.check_fits(dataset, model)
 
 
 def _protects_nothing(model: PrivacyModel) -> bool:

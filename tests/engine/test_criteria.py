@@ -77,6 +77,7 @@ def test_every_model_is_registered_with_its_parameters():
         "population-uniqueness",
         "k-map",
         "delta-presence",
+        "safepub",
     ]
     flags = [p.flag for kind in REGISTRY.values() for p in kind.params] + [
         p.flag for p in POPULATION_PARAMS

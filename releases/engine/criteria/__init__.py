@@ -14,7 +14,8 @@ The package, bottom to top:
 * one module per model: :mod:`.k_anonymity`, :mod:`.l_diversity` (distinct, entropy and
   recursive), :mod:`.t_closeness`, :mod:`.delta_disclosure`, :mod:`.beta_likeness`,
   :mod:`.highest_risk`, :mod:`.average_risk`, :mod:`.population_uniqueness`,
-  :mod:`.k_map`, :mod:`.delta_presence`, and :mod:`.earlier_releases` (every joint class with
+  :mod:`.k_map`, :mod:`.delta_presence`, :mod:`.safepub` ((ε, δ)-differential privacy by
+  sampling, generalization and k-suppression; the engine's :mod:`..safepub` runs it), and :mod:`.earlier_releases` (every joint class with
   each earlier extract holds k records; it needs the earlier releases' classes, so it is
   listed in :data:`LINKED`, not offered);
 * :mod:`.registry`: :data:`REGISTRY`, every model by name (adding a model is adding its module,

@@ -24,6 +24,7 @@ from .k_anonymity import KAnonymity
 from .k_map import KMap
 from .l_diversity import LDiversity
 from .population_uniqueness import PopulationUniqueness
+from .safepub import SafePub
 from .t_closeness import TCloseness
 
 __all__ = ["LINKED", "REGISTRY", "criterion_from_spec"]
@@ -48,6 +49,7 @@ REGISTRY: dict[str, type[Criterion]] = _by_name(
     PopulationUniqueness,
     KMap,
     DeltaPresence,
+    SafePub,
 )
 
 #: Models built from the data of earlier releases, by name (not offered in forms or options).
