@@ -11,7 +11,7 @@ from .logins import UsernameLock
 from .outbox import OutboxMessage
 from .package import ReleaseFile, Reproduction, TermsAcceptance
 from .privacy_budget import BudgetEntry, PrivacyBudget
-from .projects import Membership, Project
+from .projects import Membership, Project, SsoIdentity
 from .requests import EquivalenceClass, ReleaseRequest, ReleaseRound, Review
 from .tokens import ApiToken
 
@@ -35,6 +35,7 @@ __all__ = [
     "Reproduction",
     "Review",
     "Role",
+    "SsoIdentity",
     "TermsAcceptance",
     "UsernameLock",
 ]
