@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from urllib.parse import urljoin
 
 import pytest
 import requests
@@ -197,9 +198,11 @@ def test_a_provider_that_dies_before_the_token_exchange(tmp_path, template):
         page = sso.start_sso(client, url)
         answer = sso.provider_sign_in(client, page, "eve", "eve-password-1", allow_redirects=False)
         # Follow the provider's redirects by hand, up to the app's callback with the code.
-        while not answer.headers["Location"].startswith(url):
-            answer = client.get(answer.headers["Location"], allow_redirects=False)
-        callback = answer.headers["Location"]
+        location = urljoin(answer.url, answer.headers["Location"])
+        while not location.startswith(url):
+            answer = client.get(location, allow_redirects=False)
+            location = urljoin(answer.url, answer.headers["Location"])
+        callback = location
         assert "/oidc/callback/?" in callback and "code=" in callback
         idp.kill()
         page = client.get(callback)
