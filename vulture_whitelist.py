@@ -107,3 +107,10 @@ original_response  # variable, releases/accounts/views.py
 search_fields  # variable, releases/admin.py
 _.get_readonly_fields  # method, releases/admin.py
 locked_at  # variable, releases/models/logins.py
+_.OIDC_OP_AUTH_ENDPOINT  # attribute, releases/accounts/oidc.py (read by mozilla-django-oidc)
+_.login_failure  # method, releases/accounts/oidc.py (called by mozilla-django-oidc)
+Backend  # class, releases/accounts/oidc.py (AUTHENTICATION_BACKENDS, by name)
+_.OIDC_OP_TOKEN_ENDPOINT  # attribute, releases/accounts/oidc.py (read by mozilla-django-oidc)
+_.OIDC_OP_JWKS_ENDPOINT  # attribute, releases/accounts/oidc.py (read by mozilla-django-oidc)
+_.get_or_create_user  # method, releases/accounts/oidc.py (called by mozilla-django-oidc)
+http_method_names  # variable, releases/accounts/oidc.py (Django views)

@@ -168,9 +168,7 @@ def local_login(client: requests.Session, url: str) -> requests.Response:
     )
 
 
-def test_a_provider_that_is_down_is_said_so_and_local_login_still_works(
-    tmp_path, template
-):
+def test_a_provider_that_is_down_is_said_so_and_local_login_still_works(tmp_path, template):
     nothing_there = f"http://127.0.0.1:{free_port()}/.well-known/openid-configuration"
     with sso.app(tmp_path / "app", template, nothing_there) as (url, env):
         sso.app_python(
@@ -244,6 +242,10 @@ def test_sso_only_refuses_the_local_form(tmp_path, template):
         token = sso.csrf(admin.text, "login-form")
         client.post(
             url + "/admin/login/",
-            data={"csrfmiddlewaretoken": token, "username": "local", "password": "local-password-1"},
+            data={
+                "csrfmiddlewaretoken": token,
+                "username": "local",
+                "password": "local-password-1",
+            },
         )
         assert client.get(url + "/admin/", allow_redirects=False).status_code == 302

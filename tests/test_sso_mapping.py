@@ -69,9 +69,7 @@ def claims(groups: set[str], username: str = "ada", subject: str = "sub-1") -> s
 
 
 def held(user) -> set[tuple[str, str, str]]:
-    return set(
-        Membership.objects.filter(user=user).values_list("project__slug", "role", "source")
-    )
+    return set(Membership.objects.filter(user=user).values_list("project__slug", "role", "source"))
 
 
 @pytest.fixture
@@ -86,7 +84,8 @@ def mapped(settings, db):
     Project.objects.create(slug="beta", name="Beta")
 
 
-def test_sign_ins_set_the_providers_roles_and_keep_the_apps(mapped):
+@pytest.mark.usefixtures("mapped")
+def test_sign_ins_set_the_providers_roles_and_keep_the_apps():
     user = services.sign_in_by_sso(claims({"alpha-admins", "alpha-officers", "ghost"}))
     assert user.username == "ada" and not user.has_usable_password()
     assert SsoIdentity.objects.get(user=user).subject == "sub-1"
@@ -116,7 +115,8 @@ def test_sign_ins_set_the_providers_roles_and_keep_the_apps(mapped):
     assert AuditEvent.objects.filter(action=AuditEvent.Action.LOGIN_SSO, actor=user).count() == 3
 
 
-def test_a_role_held_in_the_app_is_not_given_twice_nor_taken(mapped):
+@pytest.mark.usefixtures("mapped")
+def test_a_role_held_in_the_app_is_not_given_twice_nor_taken():
     local = User.objects.create_user("ada-local")
     identity_user = services.sign_in_by_sso(claims(set(), username="ada-local"))
     # A local account of the same name is not taken over.
@@ -131,7 +131,8 @@ def test_a_role_held_in_the_app_is_not_given_twice_nor_taken(mapped):
     assert held(local) == set()
 
 
-def test_a_deactivated_account_cannot_sign_in(mapped):
+@pytest.mark.usefixtures("mapped")
+def test_a_deactivated_account_cannot_sign_in():
     user = services.sign_in_by_sso(claims({"alpha-officers"}))
     User.objects.filter(pk=user.pk).update(is_active=False)
     assert services.sign_in_by_sso(claims(set())) is None

@@ -18,7 +18,7 @@ from django.contrib import messages
 from django.contrib.auth import views as auth_views
 from django.core.exceptions import SuspiciousOperation
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
-from django.shortcuts import redirect, render
+from django.shortcuts import redirect
 from django.urls import reverse
 from mozilla_django_oidc.auth import OIDCAuthenticationBackend
 from mozilla_django_oidc.views import (
@@ -189,7 +189,7 @@ class Login(auth_views.LoginView):
             return super().post(request, *args, **kwargs)
         context = self.get_context_data(form=self.get_form_class()(request))
         context["local_refused"] = True
-        return render(request, self.template_name, context, status=403)
+        return self.render_to_response(context, status=403)
 
 
 class Logout(auth_views.LogoutView):
@@ -213,4 +213,3 @@ class Logout(auth_views.LogoutView):
         if id_token:
             params["id_token_hint"] = id_token
         return HttpResponseRedirect(f"{end_session}?{urlencode(params)}")
-

@@ -56,6 +56,7 @@ class Membership(models.Model):
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
     )
+
     class Source(models.TextChoices):
         LOCAL = "local", "Granted in the app"
         IDP = "idp", "From the identity provider"

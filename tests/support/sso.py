@@ -109,7 +109,9 @@ class Provider:
 
         def answers() -> bool:
             if self.process is not None and self.process.poll() is not None:
-                raise RuntimeError("The provider exited:\n" + (self.workdir / "idp.log").read_text())
+                raise RuntimeError(
+                    "The provider exited:\n" + (self.workdir / "idp.log").read_text()
+                )
             try:
                 with urllib.request.urlopen(self.discovery_url, timeout=2) as response:
                     return response.status == 200
@@ -237,4 +239,3 @@ def logout(client: requests.Session, app_url: str, page_html: str) -> requests.R
     token = re.search(r'name="csrfmiddlewaretoken" value="([^"]+)"', form.group(0))
     assert token
     return client.post(f"{app_url}/accounts/logout/", data={"csrfmiddlewaretoken": token.group(1)})
-
