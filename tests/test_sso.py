@@ -249,3 +249,26 @@ def test_sso_only_refuses_the_local_form(tmp_path, template):
             },
         )
         assert client.get(url + "/admin/", allow_redirects=False).status_code == 302
+
+
+@pytest.mark.browser
+def test_in_a_browser_the_button_signs_in_and_log_out_signs_out(world, browser):
+    """chromium, with the app's Content-Security-Policy: the redirects from the button's and
+    the logout's forms to the provider are allowed (form-action)."""
+    world["idp"].user("cyd", "cyd-password-1", ["alpha-admins"])
+    context = browser.new_context()
+    page = context.new_page()
+    page.set_default_timeout(30_000)
+    page.goto(world["url"] + "/")
+    page.click("#sso-login")
+    page.wait_for_selector("#idp-login")
+    page.fill("input[name=username]", "cyd")
+    page.fill("input[name=password]", "cyd-password-1")
+    page.click("#idp-login button[type=submit]")
+    page.wait_for_selector("text=Welcome, cyd")
+    page.goto(world["url"] + "/projects/alpha/members/")
+    assert "cyd" in page.inner_text("main")
+    page.click("form.logout button[type=submit]")
+    page.wait_for_url(world["url"] + "/accounts/login/**")
+    assert page.is_visible("#sso-login")
+    context.close()
