@@ -79,6 +79,7 @@ def world(ready_request, steward, officer, recipient, monkeypatch):
         "class_id": [EquivalenceClass.objects.filter(request=ready_request).first().pk],
         "section": ["unchanged", "sample", "distributions"],
         "fmt": ["csv", "xlsx", "parquet", "json"],
+        "slug": ["default", "no-such-project"],
     }
 
 

@@ -309,3 +309,18 @@ def test_the_migration_puts_everything_into_the_default_project_with_the_same_ac
     assert roles.is_steward(st) and roles.is_officer(of) and not roles.is_officer(st)
     assert Dataset.objects.filter(pk=dataset.pk, project__in=roles.projects_where(st, "steward"))
     assert Group.objects.filter(name__in=roles.ALL_GROUPS).count() == 3
+
+
+def test_a_projects_default_epsilon_is_the_budget_of_its_new_datasets(client, steward, officer):
+    Project.objects.filter(slug="default").update(epsilon_total="1.5")
+    dataset = factories.make_dataset(steward, people_csv(20), "funded.csv")
+    assert str(dataset.privacy_budget.epsilon_total.normalize()) == "1.5"
+    assert dataset.privacy_budget.set_by is None
+    entry = dataset.budget_entries.get()
+    assert entry.detail["project_default"] == "default" and entry.epsilon_remaining == 1.5
+    client.force_login(officer)
+    page = client.get(reverse("releases:budget_detail", args=[dataset.pk])).content.decode()
+    assert "the project&#x27;s default" in page or "the project's default" in page
+    # Without a default, no budget: an officer sets one.
+    Project.objects.filter(slug="default").update(epsilon_total=None)
+    assert not hasattr(factories.make_dataset(steward, people_csv(20), "b.csv"), "privacy_budget")

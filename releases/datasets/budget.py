@@ -151,6 +151,39 @@ def ledger_for(dataset: Dataset) -> Ledger:
 # --- Changes --------------------------------------------------------------------------------
 
 
+def apply_project_default(dataset: Dataset) -> PrivacyBudget | None:
+    """A new dataset's budget from its project's default total ε (δ 0), if the project has one;
+    a privacy officer may change it later like any budget. Call inside the upload's
+    transaction."""
+    epsilon = dataset.project.epsilon_total
+    if epsilon is None:
+        return None
+    epsilon = _epsilon(epsilon, ROUND_FLOOR)
+    budget = PrivacyBudget.objects.create(
+        dataset=dataset, epsilon_total=epsilon, delta_total=ZERO, set_at=timezone.now()
+    )
+    BudgetEntry.objects.create(
+        dataset=dataset,
+        dataset_name=dataset.name,
+        kind=Kind.BUDGET_SET,
+        epsilon=epsilon,
+        delta=ZERO,
+        epsilon_remaining=epsilon,
+        delta_remaining=ZERO,
+        detail={"previous": None, "project_default": dataset.project.slug},
+    )
+    audit.record(
+        AuditEvent.Action.BUDGET_SET,
+        None,
+        dataset=dataset,
+        epsilon=show(epsilon),
+        delta=show(ZERO),
+        previous=None,
+        project_default=dataset.project.slug,
+    )
+    return budget
+
+
 def set_budget(officer, dataset: Dataset, epsilon: Any, delta: Any = 0) -> PrivacyBudget:
     """Set (or change) a dataset's total ε and δ; never below what was already spent."""
     roles.require_in(officer, roles.OFFICER, dataset.project_id, "set its privacy budgets")

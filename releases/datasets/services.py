@@ -22,7 +22,7 @@ from django.http import Http404
 from releases.background import outbox
 from releases.core import audit, roles, storage
 from releases.core.errors import InvalidInput
-from releases.datasets import column_store, hierarchies, risk, rules
+from releases.datasets import budget, column_store, hierarchies, risk, rules
 from releases.datasets.profiles import column_profile
 from releases.datasets.selectors import (
     PROFILE_TASK,
@@ -140,6 +140,7 @@ def create_dataset(
                 status=rules.UPLOADED,
                 stage="Waiting for a worker",
             )
+            budget.apply_project_default(dataset)
             audit.record(
                 AuditEvent.Action.UPLOAD,
                 user,

@@ -104,4 +104,9 @@ class Migration(migrations.Migration):
             name='action',
             field=models.CharField(choices=[('upload', 'Uploaded dataset'), ('upload_rejected', 'Upload rejected'), ('tagging', 'Changed tagging'), ('request', 'Requested release'), ('run_start', 'Run started'), ('run_end', 'Run finished'), ('run_failed', 'Run failed'), ('run_retried', 'Run queued again after its worker stopped'), ('profiling_retried', 'Profiling queued again after its worker stopped'), ('resubmit', 'Resubmitted'), ('review', 'Reviewed'), ('download', 'Downloaded extract'), ('profiled', 'Profiled dataset'), ('delete', 'Deleted dataset'), ('budget_set', 'Set privacy budget'), ('budget_spend', 'Spent privacy budget'), ('cancel', 'Cancelled'), ('run_cancelled', 'Run stopped after cancellation'), ('recipients', 'Named recipients'), ('terms_accepted', 'Accepted the terms of use'), ('download_refused', 'Download refused'), ('revoke', 'Revoked'), ('expire', 'Expired'), ('reproduce', 'Asked for a reproduction'), ('reproduced', 'Reproduced'), ('recheck', 'Found breaking the statistics rules'), ('attacker_file', 'Attached an attacker file'), ('linked', 'Linked the attacker file to the extract'), ('token_created', 'Created an API token'), ('token_revoked', 'Revoked an API token'), ('token_refused', 'Refused an API token'), ('login_locked', 'Locked a user name after failed sign-ins'), ('login_released', 'Released a locked user name'), ('audit_export', 'Exported the audit trail'), ('project_created', 'Created a project'), ('project_settings', "Changed a project's settings"), ('membership', "Changed a project's members"), ('dataset_moved', 'Moved a dataset to another project')], max_length=32),
         ),
+        migrations.AlterField(
+            model_name='privacybudget',
+            name='set_by',
+            field=models.ForeignKey(blank=True, null=True, on_delete=django.db.models.deletion.PROTECT, related_name='+', to=settings.AUTH_USER_MODEL),
+        ),
     ]

@@ -31,7 +31,10 @@ class PrivacyBudget(models.Model):
     dataset = models.OneToOneField(Dataset, on_delete=models.CASCADE, related_name="privacy_budget")
     epsilon_total = models.DecimalField(**EPSILON_FIELD)
     delta_total = models.DecimalField(**DELTA_FIELD, default=Decimal(0))
-    set_by = models.ForeignKey(settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+")
+    #: None: set from the project's default ε when the dataset was uploaded.
+    set_by = models.ForeignKey(
+        settings.AUTH_USER_MODEL, on_delete=models.PROTECT, related_name="+", null=True, blank=True
+    )
     set_at = models.DateTimeField()
 
     class Meta:

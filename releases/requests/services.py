@@ -68,8 +68,8 @@ def validate_sharing(sharing: Sharing) -> None:
     for user in sharing.recipients:
         if not roles.is_recipient(user):
             raise InvalidInput(
-                f"{user.get_username()} is not a recipient: only members of "
-                f"{roles.RECIPIENTS} can be named on a release."
+                f"{user.get_username()} is not a recipient: only people holding the "
+                "recipient role in a project (any project) can be named on a release."
             )
     for group in sharing.recipient_groups:
         if group.name in ROLE_GROUPS:
