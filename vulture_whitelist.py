@@ -120,3 +120,10 @@ next_attempt_at  # variable, releases/models/events.py
 mailed_at  # variable, releases/models/events.py
 _.do_POST  # method, tests/support/webhook_receiver.py
 _.log_message  # method, tests/support/webhook_receiver.py
+_.OIDC_OP_AUTH_ENDPOINT  # attribute, releases/accounts/oidc.py (read by mozilla-django-oidc)
+_.login_failure  # method, releases/accounts/oidc.py (called by mozilla-django-oidc)
+Backend  # class, releases/accounts/oidc.py (AUTHENTICATION_BACKENDS, by name)
+_.OIDC_OP_TOKEN_ENDPOINT  # attribute, releases/accounts/oidc.py (read by mozilla-django-oidc)
+_.OIDC_OP_JWKS_ENDPOINT  # attribute, releases/accounts/oidc.py (read by mozilla-django-oidc)
+_.get_or_create_user  # method, releases/accounts/oidc.py (called by mozilla-django-oidc)
+http_method_names  # variable, releases/accounts/oidc.py (Django views)

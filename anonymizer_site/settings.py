@@ -199,6 +199,86 @@ LOGIN_URL = "login"
 LOGIN_REDIRECT_URL = "releases:home"
 LOGOUT_REDIRECT_URL = "login"
 
+# Single sign-on with OpenID Connect (mozilla-django-oidc; docs/sso.md). Off by default: `make run`
+# needs no identity provider. LOCAL_LOGIN_ENABLED off makes the provider the only way in.
+OIDC_ENABLED = env_bool("OIDC_ENABLED", False)
+LOCAL_LOGIN_ENABLED = env_bool("LOCAL_LOGIN_ENABLED", True)
+# The name on the login page's button ("Sign in with ...").
+OIDC_PROVIDER_NAME = os.environ.get("OIDC_PROVIDER_NAME", "single sign-on").strip()
+# The provider's discovery document (.../.well-known/openid-configuration), read at the first
+# sign-in, not at start-up (a provider that is down must not stop the app). Each OIDC_OP_*
+# endpoint set here replaces the discovered one; with all of them set no discovery is needed.
+OIDC_DISCOVERY_URL = os.environ.get("OIDC_DISCOVERY_URL", "").strip()
+OIDC_OP_ISSUER = os.environ.get("OIDC_OP_ISSUER", "").strip()
+OIDC_OP_AUTHORIZATION_ENDPOINT = os.environ.get("OIDC_OP_AUTHORIZATION_ENDPOINT", "").strip()
+OIDC_OP_TOKEN_ENDPOINT = os.environ.get("OIDC_OP_TOKEN_ENDPOINT", "").strip()
+OIDC_OP_USER_ENDPOINT = os.environ.get("OIDC_OP_USER_ENDPOINT", "").strip()
+OIDC_OP_JWKS_ENDPOINT = os.environ.get("OIDC_OP_JWKS_ENDPOINT", "").strip()
+OIDC_OP_LOGOUT_ENDPOINT = os.environ.get("OIDC_OP_LOGOUT_ENDPOINT", "").strip()
+OIDC_RP_CLIENT_ID = os.environ.get("OIDC_CLIENT_ID", "")
+OIDC_RP_CLIENT_SECRET = os.environ.get("OIDC_CLIENT_SECRET", "")
+OIDC_RP_SIGN_ALGO = os.environ.get("OIDC_SIGN_ALGO", "RS256")
+OIDC_RP_SCOPES = os.environ.get("OIDC_SCOPES", "openid email profile")
+# Seconds to wait for the provider (discovery, token, user info, keys) before saying it is down.
+OIDC_TIMEOUT = float(os.environ.get("OIDC_TIMEOUT_SECONDS", "5"))
+# Kept in the session for the provider's logout (id_token_hint).
+OIDC_STORE_ID_TOKEN = True
+OIDC_USE_NONCE = True
+# PKCE (S256) on top of the client secret: what Keycloak, Entra ID and the OAuth 2.1 draft ask for.
+OIDC_USE_PKCE = True
+# The claim that lists the user's groups, and which group gives which role in which project:
+# "idp-group=project-slug:role,..." (roles: steward, officer, recipient, admin).
+OIDC_GROUP_CLAIM = os.environ.get("OIDC_GROUP_CLAIM", "groups").strip()
+#: The roles a mapping may name (the same as Membership.Role; a test keeps them so).
+OIDC_ROLE_NAMES = ("steward", "officer", "recipient", "admin")
+
+
+def parse_group_roles(text: str) -> tuple[tuple[str, str, str], ...]:
+    """ "group=project:role,..." as (group, project slug, role) triples; a clear error when bad."""
+    mapping: list[tuple[str, str, str]] = []
+    for item in (part.strip() for part in text.split(",")):
+        if not item:
+            continue
+        group, equals, target = item.rpartition("=")
+        slug, colon, role = target.partition(":")
+        group, slug, role = group.strip(), slug.strip(), role.strip()
+        if not (equals and colon and group and slug and role):
+            raise ImproperlyConfigured(
+                f"OIDC_GROUP_ROLES: {item!r} is not of the form group=project-slug:role."
+            )
+        if role not in OIDC_ROLE_NAMES:
+            raise ImproperlyConfigured(
+                f"OIDC_GROUP_ROLES: {item!r} names the role {role!r}; "
+                f"the roles are {', '.join(OIDC_ROLE_NAMES)}."
+            )
+        mapping.append((group, slug, role))
+    return tuple(mapping)
+
+
+OIDC_GROUP_ROLES = parse_group_roles(os.environ.get("OIDC_GROUP_ROLES", ""))
+if OIDC_ENABLED:
+    if not (OIDC_RP_CLIENT_ID and OIDC_RP_CLIENT_SECRET):
+        raise ImproperlyConfigured("OIDC_ENABLED needs OIDC_CLIENT_ID and OIDC_CLIENT_SECRET.")
+    if not (OIDC_DISCOVERY_URL or (OIDC_OP_AUTHORIZATION_ENDPOINT and OIDC_OP_TOKEN_ENDPOINT)):
+        raise ImproperlyConfigured(
+            "OIDC_ENABLED needs OIDC_DISCOVERY_URL (or the OIDC_OP_*_ENDPOINT settings)."
+        )
+    AUTHENTICATION_BACKENDS.append("releases.accounts.oidc.Backend")
+    # The sign-in button's and the logout's forms are answered by a redirect to the provider:
+    # browsers check that redirect against form-action too.
+    for _url in (OIDC_DISCOVERY_URL, OIDC_OP_AUTHORIZATION_ENDPOINT, OIDC_OP_LOGOUT_ENDPOINT):
+        _origin = "/".join(_url.split("/")[:3]) if "://" in _url else ""
+        if _origin and _origin not in CONTENT_SECURITY_POLICY["DIRECTIVES"]["form-action"]:
+            CONTENT_SECURITY_POLICY["DIRECTIVES"]["form-action"].append(_origin)
+if not LOCAL_LOGIN_ENABLED:
+    if not OIDC_ENABLED:
+        raise ImproperlyConfigured(
+            "LOCAL_LOGIN_ENABLED is off and OIDC_ENABLED too: nobody could sign in."
+        )
+    # No password is checked anywhere, the admin's login included (the provider's backend
+    # still answers permission questions: it is a ModelBackend).
+    AUTHENTICATION_BACKENDS = ["releases.accounts.oidc.Backend"]
+
 LANGUAGE_CODE = "en-gb"
 TIME_ZONE = "UTC"
 USE_I18N = True

@@ -5,6 +5,7 @@ from django.http import HttpRequest, HttpResponsePermanentRedirect
 from django.templatetags.static import static
 from django.urls import include, path
 
+from releases.accounts import oidc
 from releases.accounts import views as accounts
 from releases.api.urls import account_patterns, api_patterns
 
@@ -16,8 +17,19 @@ def favicon(request: HttpRequest) -> HttpResponsePermanentRedirect:
 
 
 urlpatterns = [
-    path("accounts/login/", auth_views.LoginView.as_view(), name="login"),
-    path("accounts/logout/", auth_views.LogoutView.as_view(), name="logout"),
+    path("accounts/login/", oidc.Login.as_view(), name="login"),
+    path("accounts/logout/", oidc.Logout.as_view(), name="logout"),
+    # Single sign-on (docs/sso.md); the provider's redirect URI is /oidc/callback/.
+    path(
+        "oidc/authenticate/",
+        login_not_required(oidc.Start.as_view()),
+        name="oidc_authentication_init",
+    ),
+    path(
+        "oidc/callback/",
+        login_not_required(oidc.Callback.as_view()),
+        name="oidc_authentication_callback",
+    ),
     # The password reset by e-mail; setting a new password also releases a locked user name.
     path(
         "accounts/password-reset/",

@@ -18,7 +18,7 @@ from .logins import UsernameLock
 from .outbox import OutboxMessage
 from .package import ReleaseFile, Reproduction, TermsAcceptance
 from .privacy_budget import BudgetEntry, PrivacyBudget
-from .projects import Membership, Project
+from .projects import Membership, Project, SsoIdentity
 from .recipes import Recipe
 from .requests import EquivalenceClass, ReleaseRequest, ReleaseRound, Review
 from .tokens import ApiToken
@@ -47,6 +47,7 @@ __all__ = [
     "Reproduction",
     "Review",
     "Role",
+    "SsoIdentity",
     "TermsAcceptance",
     "UsernameLock",
     "WebhookDelivery",

@@ -64,6 +64,7 @@ class AuditEvent(models.Model):
         PROJECT_SETTINGS = "project_settings", "Changed a project's settings"
         MEMBERSHIP = "membership", "Changed a project's members"
         DATASET_MOVED = "dataset_moved", "Moved a dataset to another project"
+        LOGIN_SSO = "login_sso", "Signed in with single sign-on"
 
     # Set before the event is written, so that its hash covers it.
     created_at = models.DateTimeField(default=timezone.now, db_index=True)

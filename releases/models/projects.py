@@ -56,7 +56,15 @@ class Membership(models.Model):
     user = models.ForeignKey(
         settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="memberships"
     )
+
+    class Source(models.TextChoices):
+        LOCAL = "local", "Granted in the app"
+        IDP = "idp", "From the identity provider"
+
     role = models.CharField(max_length=16, choices=Role.choices)
+    #: Where the role came from: the identity provider's claims set the ``idp`` ones at each
+    #: single sign-on (docs/sso.md); a project admin's (``local``) are never touched by it.
+    source = models.CharField(max_length=8, choices=Source.choices, default=Source.LOCAL)
 
     class Meta:
         ordering = ["project", "user__username", "role"]
@@ -66,3 +74,23 @@ class Membership(models.Model):
 
     def __str__(self) -> str:
         return f"{self.user} – {self.get_role_display()} in {self.project}"
+
+
+class SsoIdentity(models.Model):
+    """The identity provider's subject (``sub``) of a user who signs in by OpenID Connect: the
+    user is found by it, never by a name or an e-mail address the provider lets people change."""
+
+    user = models.OneToOneField(
+        settings.AUTH_USER_MODEL, on_delete=models.CASCADE, related_name="sso_identity"
+    )
+    issuer = models.CharField(max_length=500)
+    subject = models.CharField(max_length=255)
+    created_at = models.DateTimeField(auto_now_add=True)
+
+    class Meta:
+        constraints = [
+            models.UniqueConstraint(fields=["issuer", "subject"], name="sso_identity_unique")
+        ]
+
+    def __str__(self) -> str:
+        return f"{self.user} ({self.subject})"
