@@ -20,9 +20,13 @@ import org.deidentifier.arx.AttributeType.MicroAggregationFunction;
 import org.deidentifier.arx.DataSubset;
 import org.deidentifier.arx.aggregates.StatisticsEquivalenceClasses;
 import org.deidentifier.arx.criteria.DPresence;
+import org.deidentifier.arx.criteria.DistinctLDiversity;
+import org.deidentifier.arx.criteria.EntropyLDiversity;
+import org.deidentifier.arx.criteria.EqualDistanceTCloseness;
 import org.deidentifier.arx.criteria.Inclusion;
 import org.deidentifier.arx.criteria.KAnonymity;
 import org.deidentifier.arx.criteria.KMap;
+import org.deidentifier.arx.criteria.RecursiveCLDiversity;
 import org.deidentifier.arx.metric.Metric;
 
 /**
@@ -38,6 +42,7 @@ import org.deidentifier.arx.metric.Metric;
  *      [--delta-presence DMIN,DMAX --subset FILE]
  *      [--weights COL=W,...] [--level-limits COL=MIN:MAX,...]
  *      [--microaggregate COL=mean|median|mode|interval,...] [--output OUT.csv]
+ *      [--sensitive COL [--l L [--l-variant distinct|entropy|recursive [--c C]]] [--t T]]
  *      [--heuristic SECONDS [--heuristic-steps N]]
  * java Harness --derived-k yes --sample-size N --ks 2,5,... --significances 0.01,...
  *      --population-sizes 30162,301620,...
@@ -46,7 +51,9 @@ import org.deidentifier.arx.metric.Metric;
  * With a research subset (--subset), --data is the population table and FILE holds the released
  * rows (same header), matched to the population's rows by content (ARX's DataSubset.create);
  * suppressed records, classes and Loss then refer to the subset, as ARX's output view does.
- * Columns that are not quasi-identifiers are insensitive.
+ * Columns that are not quasi-identifiers are insensitive, except --sensitive COL, the sensitive
+ * attribute of l-diversity (--l; distinct by default, entropy with ARX's Shannon estimator, or
+ * recursive (c,l) with --c) and of t-closeness with equal distance (--t).
  *
  * A microaggregated quasi-identifier (--microaggregate) is typed as ARX's Integer and given
  * the aggregate function (ignoring missing values) without clustering
@@ -90,7 +97,9 @@ public class Harness {
         DataHandle input = data.getHandle();
         for (int c = 0; c < input.getNumColumns(); c++) {
             String name = input.getAttributeName(c);
-            if (!hierarchies.containsKey(name)) {
+            if (name.equals(options.get("sensitive"))) {
+                data.getDefinition().setAttributeType(name, AttributeType.SENSITIVE_ATTRIBUTE);
+            } else if (!hierarchies.containsKey(name)) {
                 data.getDefinition().setAttributeType(name, AttributeType.INSENSITIVE_ATTRIBUTE);
             }
         }
@@ -179,6 +188,21 @@ public class Harness {
             config.addPrivacyModel(new DPresence(Double.parseDouble(bounds[0]), Double.parseDouble(bounds[1]),
                                                  require(subset, "--delta-presence")));
             subsetUsed = true;
+        }
+        if (options.containsKey("l")) {
+            String sensitive = options.get("sensitive");
+            double l = Double.parseDouble(options.get("l"));
+            switch (options.getOrDefault("l-variant", "distinct")) {
+                case "distinct": config.addPrivacyModel(new DistinctLDiversity(sensitive, (int) l)); break;
+                case "entropy": config.addPrivacyModel(new EntropyLDiversity(sensitive, l)); break;
+                case "recursive":
+                    config.addPrivacyModel(new RecursiveCLDiversity(sensitive, Double.parseDouble(options.get("c")), (int) l));
+                    break;
+                default: throw new IllegalArgumentException("Unknown l-variant " + options.get("l-variant"));
+            }
+        }
+        if (options.containsKey("t")) {
+            config.addPrivacyModel(new EqualDistanceTCloseness(options.get("sensitive"), Double.parseDouble(options.get("t"))));
         }
         if (subset != null && !subsetUsed) {
             config.addPrivacyModel(new Inclusion(subset));
