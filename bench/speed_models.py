@@ -169,7 +169,9 @@ def _run(command: list[str], timeout: float) -> dict[str, Any]:
     """Run ``command``; wall time, peak RSS (MB), exit status and stdout (a temporary file)."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         started = time.perf_counter()
-        process = subprocess.Popen(command, cwd=ROOT, stdout=out, stderr=err, start_new_session=True)
+        process = subprocess.Popen(
+            command, cwd=ROOT, stdout=out, stderr=err, start_new_session=True
+        )
         deadline = started + timeout
         status = None
         rusage = None
@@ -229,7 +231,9 @@ def run_ours(case: dict[str, Any], files: dict[str, Path], timeout: float) -> di
         run = _run(ours_command(case, files, Path(tmp)), timeout)
         report_path = Path(tmp) / "report.json"
         report = json.loads(report_path.read_text()) if report_path.exists() else {}
-    row: dict[str, Any] = {k: run[k] for k in ("wall_seconds", "peak_rss_mb", "status", "timed_out")}
+    row: dict[str, Any] = {
+        k: run[k] for k in ("wall_seconds", "peak_rss_mb", "status", "timed_out")
+    }
     if run["status"] not in (0, None):
         row["error"] = run["stderr"].strip().splitlines()[-1:]
     if report:
@@ -247,7 +251,9 @@ def run_ours(case: dict[str, Any], files: dict[str, Path], timeout: float) -> di
 def run_arx(case: dict[str, Any], files: dict[str, Path], timeout: float) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         run = _run(arx_command(case, files, Path(tmp)), timeout)
-    row: dict[str, Any] = {k: run[k] for k in ("wall_seconds", "peak_rss_mb", "status", "timed_out")}
+    row: dict[str, Any] = {
+        k: run[k] for k in ("wall_seconds", "peak_rss_mb", "status", "timed_out")
+    }
     if run["status"] != 0:
         if run["status"] is not None:
             row["error"] = run["stderr"].strip().splitlines()[-3:]
@@ -281,7 +287,8 @@ def bench(files: dict[str, Path], names: list[str], args: argparse.Namespace) ->
     os.environ["ARX_JAVA_OPTS"] = f"-Xmx{args.arx_heap}"
     load_before = _machine()
     started = time.perf_counter()
-    n = sum(1 for _ in open(files["table"], encoding="utf-8")) - 1
+    with open(files["table"], encoding="utf-8") as table:
+        n = sum(1 for _ in table) - 1
     rows: list[dict[str, Any]] = []
     for name in names:
         case = CASES[name]
