@@ -244,6 +244,7 @@ def run_ours(case: dict[str, Any], files: dict[str, Path], timeout: float) -> di
             if k in ("seconds", "steps", "stopped", "proven_optimal")
         }
         row["levels"] = report.get("levels")
+        row["suppressed"] = report.get("suppressed")
         row["loss"] = (report.get("metrics") or {}).get("loss")
     return row
 
@@ -262,6 +263,7 @@ def run_arx(case: dict[str, Any], files: dict[str, Path], timeout: float) -> dic
     result = printed["runs"][0] if case.get("safepub") else printed
     row["search_seconds"] = result["milliseconds"] / 1000
     row["levels"] = result.get("levels")
+    row["suppressed"] = result.get("suppressed")
     row["loss"] = result.get("loss")
     if "optimum_found" in result:
         row["optimum_found"] = result["optimum_found"]
