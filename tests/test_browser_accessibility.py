@@ -31,6 +31,8 @@ PAGES: dict[str, list[tuple[str, str, str]]] = {
         ("dataset tagged with hierarchies", "/datasets/{adult}/", "wait-risk"),
         ("dataset with an automatic hierarchy", "/datasets/{people}/", "wait-risk"),
         ("dataset not tagged yet", "/datasets/{visits}/", "wait-risk"),
+        ("dataset version 2, a column without a role, a recipe", "/datasets/{people_v2}/", ""),
+        ("versions and recipes of version 1", "/datasets/{people}/#versions", "wait-risk"),
         ("statistics request form", "/datasets/{people}/statistics/", ""),
         ("approved release", "/requests/{approved}/", "expand-class"),
         ("classes, largest first, page 2", "/requests/{approved}/?order=-size&page=2", ""),

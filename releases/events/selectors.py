@@ -9,6 +9,7 @@ from releases.core import roles
 from releases.models import (
     Notification,
     NotificationPreference,
+    Project,
     ReleaseRequest,
     RequestEvent,
     WebhookDelivery,
@@ -26,7 +27,8 @@ DECIDED = (State.APPROVED, State.CHANGES_REQUESTED, State.REJECTED)
 def endpoints_for(release_request: ReleaseRequest) -> QuerySet[WebhookEndpoint]:
     """The one place that decides which endpoints fire for a request: the active endpoints of
     the dataset's owner, unfiltered or filtered to this dataset, and only while the owner is
-    still a steward of the dataset's project (a steward who left it hears nothing more)."""
+    still a steward of the dataset's project (a steward who left it hears nothing more) and the
+    project allows webhooks (none fires for a project that turned them off)."""
     dataset = release_request.dataset
     return (
         WebhookEndpoint.objects.filter(active=True, owner_id=dataset.owner_id)
@@ -34,6 +36,7 @@ def endpoints_for(release_request: ReleaseRequest) -> QuerySet[WebhookEndpoint]:
         .filter(
             owner__memberships__project_id=dataset.project_id,
             owner__memberships__role=roles.STEWARD,
+            owner__memberships__project__webhooks_allowed=True,
         )
         .distinct()
     )
@@ -110,6 +113,13 @@ def unread_count(user) -> int:
 
 def endpoints_of(user) -> QuerySet[WebhookEndpoint]:
     return WebhookEndpoint.objects.filter(owner=user).select_related("dataset").order_by("id")
+
+
+def projects_without_webhooks(user) -> QuerySet[Project]:
+    """The projects where ``user`` is a steward and which do not allow webhooks."""
+    return Project.objects.filter(
+        pk__in=roles.projects_where(user, roles.STEWARD), webhooks_allowed=False
+    ).order_by("name", "id")
 
 
 def recent_deliveries(user, limit: int = 50) -> QuerySet[WebhookDelivery]:

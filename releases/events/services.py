@@ -52,9 +52,14 @@ def _clean_url(url: str) -> str:
 def _own_dataset(user, dataset_id: int | None) -> Dataset | None:
     if dataset_id is None:
         return None
-    dataset = Dataset.objects.filter(pk=dataset_id, owner=user).first()
+    dataset = Dataset.objects.filter(pk=dataset_id, owner=user).select_related("project").first()
     if dataset is None:
         raise InvalidInput("Choose one of your own datasets, or none for all of them.")
+    if not dataset.project.webhooks_allowed:
+        raise InvalidInput(
+            f"The project {dataset.project.name} does not allow webhooks, so none can be "
+            f"registered for {dataset.name}; ask a site administrator to allow them."
+        )
     return dataset
 
 

@@ -26,6 +26,7 @@ def _webhooks_page(request: HttpRequest, form: EndpointForm, new=None, status: i
             "form": form,
             "endpoints": selectors.endpoints_of(request.user),
             "deliveries": selectors.recent_deliveries(request.user),
+            "without_webhooks": selectors.projects_without_webhooks(request.user),
             "new": new,
         },
         status=status,
@@ -49,7 +50,7 @@ def webhook_list(request: HttpRequest) -> HttpResponse:
                 form.cleaned_data["active"],
             )
         except InvalidInput as exc:
-            form.add_error("url", str(exc))
+            form.add_error("dataset" if dataset else "url", str(exc))
         else:
             # The secret is in this answer only: it is stored nowhere but encrypted.
             return _webhooks_page(request, EndpointForm(owner=request.user), made, status=201)

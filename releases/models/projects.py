@@ -25,6 +25,9 @@ class Project(models.Model):
     epsilon_total = models.DecimalField(**EPSILON_FIELD, null=True, blank=True)
     #: Stewards see every dataset of the project (True) or only their own (False).
     stewards_see_all = models.BooleanField(default=False)
+    #: Webhooks fire for the project's requests (True); when False none does, and no webhook
+    #: can be registered for one of its datasets.
+    webhooks_allowed = models.BooleanField(default=True)
     created_at = models.DateTimeField(auto_now_add=True)
 
     class Meta:

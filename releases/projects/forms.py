@@ -42,6 +42,11 @@ class ProjectForm(forms.Form):
     stewards_see_all = forms.BooleanField(
         label="Stewards see all of the project's datasets (not only their own)", required=False
     )
+    webhooks_allowed = forms.BooleanField(
+        label="Webhooks allowed (a signed POST to the stewards' addresses on each change of state)",
+        required=False,
+        initial=True,
+    )
 
     def __init__(self, *args, creating: bool = True, **kwargs) -> None:
         super().__init__(*args, **kwargs)
@@ -59,6 +64,7 @@ class ProjectForm(forms.Form):
             "default_expiry_days": project.default_expiry_days,
             "epsilon_total": project.epsilon_total,
             "stewards_see_all": project.stewards_see_all,
+            "webhooks_allowed": project.webhooks_allowed,
         }
         return cls(data, initial=initial, creating=False)
 
@@ -71,6 +77,7 @@ class ProjectForm(forms.Form):
             default_expiry_days=data["default_expiry_days"],
             epsilon_total=data["epsilon_total"],
             stewards_see_all=data["stewards_see_all"],
+            webhooks_allowed=data["webhooks_allowed"],
         )
 
 

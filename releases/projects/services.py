@@ -25,6 +25,7 @@ class Settings:
     default_expiry_days: int | None = None
     epsilon_total: Decimal | None = None
     stewards_see_all: bool = False
+    webhooks_allowed: bool = True
 
     def as_detail(self) -> dict:
         return {
@@ -34,6 +35,7 @@ class Settings:
             "default_expiry_days": self.default_expiry_days,
             "epsilon_total": None if self.epsilon_total is None else str(self.epsilon_total),
             "stewards_see_all": self.stewards_see_all,
+            "webhooks_allowed": self.webhooks_allowed,
         }
 
 

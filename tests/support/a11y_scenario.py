@@ -5,8 +5,10 @@ with the app's environment. Prints JSON: the ids made and the extra accounts' pa
 Besides the approved Adult release it adds, for ``steward``: a small dataset tagged with a
 direct identifier, three quasi-identifiers (one with an automatic hierarchy) and a sensitive
 column; on it a release with k, l and t ready for review, one with changes requested, and an
-approved statistics release (``officer`` set its budget) naming ``recipient``; a second dataset
-nobody has tagged yet (the suggestions wait). ``visitor`` holds no role.
+approved statistics release (``officer`` set its budget) naming ``recipient``; a recipe saved
+from the release ready for review, and a version 2 of the dataset with a new column no one has
+given a role yet; a second dataset nobody has tagged yet (the suggestions wait). ``visitor``
+holds no role.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import random
+from unittest import mock
 
 import django
 
@@ -23,9 +26,10 @@ django.setup()
 from django.contrib.auth.models import User  # noqa: E402
 
 from anonymizer_site.celery import app as celery_app  # noqa: E402
-from releases.datasets import budget  # noqa: E402
+from releases.datasets import budget, profiling  # noqa: E402
 from releases.datasets import services as datasets  # noqa: E402
 from releases.models import Dataset, ReleaseRequest, Role  # noqa: E402
+from releases.requests import recipes  # noqa: E402
 from releases.requests import services as release  # noqa: E402
 from releases.requests.parameters import ReleaseParameters  # noqa: E402
 from releases.requests.services import Sharing  # noqa: E402
@@ -37,14 +41,15 @@ from tests.support.workflow import tag  # noqa: E402
 VISITOR_PASSWORD = "pw-visitor-without-role"
 
 
-def people_csv(rows: int = 300) -> str:
+def people_csv(rows: int = 300, with_ward: bool = False) -> str:
     rng = random.Random(12)
-    lines = ["name,email,age,sex,zip,diagnosis,visits"]
+    lines = ["name,email,age,sex,zip,diagnosis,visits" + (",ward" if with_ward else "")]
     for i in range(rows):
         lines.append(
             f"Person {i:03d},person{i}@example.org,{rng.randint(18, 90)},{rng.choice('FM')},"
             f"{rng.choice(['10115', '10117', '10119', '10178'])},"
             f"{rng.choice(['flu', 'asthma', 'gout', 'migraine'])},{rng.randint(0, 12)}"
+            + (f",{rng.choice('ABC')}" if with_ward else "")
         )
     return "\n".join(lines) + "\n"
 
@@ -131,9 +136,19 @@ def main() -> dict:
     settled(stats, ReleaseRequest.State.READY)
     review.review(officer, stats.pk, "approve", "Counts only.")
     stats = settled(stats, ReleaseRequest.State.APPROVED)
+
+    # Version 2 of people: one column more (no role yet, so requests wait), and a recipe.
+    recipes.save_recipe(steward, ready.pk, "Monthly k=3")
+    with mock.patch.object(datasets, "enqueue_profiling"):
+        people_v2 = datasets.create_version(
+            steward, people, factories.upload(people_csv(320, with_ward=True), "people.csv")
+        )
+    profiling.profile_dataset(people_v2.pk)
+
     return {
         "adult": demo.dataset_id,
         "people": people.pk,
+        "people_v2": people_v2.pk,
         "visits": visits.pk,
         "approved": demo.pk,
         "ready": ready.pk,
