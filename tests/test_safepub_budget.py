@@ -99,3 +99,13 @@ def test_the_request_form_asks_for_safepub_from_the_registry(db):
     bad = ModelForm(data={**data, "safepub__search_budget": "1.5"})
     assert not bad.is_valid()
     assert "must be below ε=1" in str(bad.errors)
+
+
+def test_the_request_form_says_why_it_cannot_derive_k(db):
+    data = {**form_data(safepub(1.0)), "safepub__epsilon": "5", "safepub__delta": "0.000001"}
+    data.pop("safepub__steps", None)
+    form = ModelForm(data=data)
+    assert not form.is_valid()
+    message = str(form.errors["safepub__epsilon"])
+    assert "δ must be at least" in message and "less the search budget: 5 - 0.1" in message
+    assert ModelForm(data={**data, "safepub__delta": "0.1"}).is_valid()

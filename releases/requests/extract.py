@@ -7,7 +7,7 @@ from __future__ import annotations
 from releases.datasets import budget
 from releases.datasets.selectors import budget_context
 from releases.models import ReleaseRequest
-from releases.requests import attacker, checks, history, kinds, report, run
+from releases.requests import attacker, checks, dp_budget, history, kinds, report, run
 from releases.requests.services import RUN_TASK
 
 
@@ -28,7 +28,11 @@ class ExtractKind(kinds.RequestKind):
 
     def on_approved(self, release_request, officer):
         # An approved extract goes in its dataset's privacy ledger, outside the DP budget, so
-        # the officers see row-level and differentially private releases of it together.
+        # the officers see row-level and differentially private releases of it together. A
+        # differentially private extract (SafePub) is there already, once, as its ε and δ spend
+        # (made when its run started): a second line "outside the DP budget" would be untrue.
+        if dp_budget.amount(release_request.privacy_model) is not None:
+            return
         budget.record_row_level_release(
             release_request.dataset,
             release_request.requested_by,
@@ -51,6 +55,7 @@ class ExtractKind(kinds.RequestKind):
             "cross_release": history.cross_release_entries(summary),
             "cross_release_measured": "cross_release" in summary,
             "protection": summary.get("protection"),
+            "safepub_seed_statement": report.SEED_KEPT,
             **attacker.linkage_context(user, release_request),
         }
 

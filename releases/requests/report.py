@@ -351,6 +351,53 @@ def _class_sizes(release_request: ReleaseRequest, summary: dict) -> dict:
     }
 
 
+#: What the report says of SafePub's seed, to every reader.
+SEED_KEPT = (
+    "The random seed of the sampling and of the search is kept for privacy officers, so that "
+    "the release can be reproduced; it is not shown to recipients."
+)
+
+
+def safepub_section(summary: dict, audience: str) -> dict | None:
+    """A differentially private extract (SafePub): ε, δ, the derived k and β, the search's mode
+    and budget, the rows sampled and suppressed; the seed for officers and the requester only
+    (with it, a recipient could tell which rows of the input were sampled)."""
+    drawn = summary.get("safepub")
+    if not drawn:
+        return None
+    section = {
+        "epsilon": drawn.get("epsilon"),
+        "delta": drawn.get("delta"),
+        "k": drawn.get("k"),
+        "beta": drawn.get("beta"),
+        "mode": drawn.get("mode"),
+        "epsilon_search": drawn.get("epsilon_search"),
+        "input_rows": drawn.get("input_rows"),
+        "sampled_rows": drawn.get("sampled_rows"),
+        # Classes of the sample smaller than k: suppressed (every row count is of the sample).
+        "suppressed_rows": summary.get("suppressed"),
+        "seed_statement": SEED_KEPT,
+    }
+    if audience == REVIEWER:
+        section["seed"] = drawn.get("seed")
+    return section
+
+
+def _recipient_spec(spec: dict | None, audience: str) -> dict | None:
+    """The requested model as stored; a seed the requester gave is not the recipients'."""
+    if audience == REVIEWER or not spec:
+        return spec
+    return {
+        **spec,
+        "criteria": [
+            {k: v for k, v in c.items() if not (c.get("model") == "safepub" and k == "seed")}
+            if isinstance(c, dict)
+            else c
+            for c in spec.get("criteria") or []
+        ],
+    }
+
+
 def body(release_request: ReleaseRequest, audience: str, files: list[dict]) -> dict:
     """The report's dataset and extract, then what was released and how."""
     summary = release_request.summary or {}
@@ -372,7 +419,7 @@ def body(release_request: ReleaseRequest, audience: str, files: list[dict]) -> d
         "columns": _columns(release_request, audience),
         "privacy": {
             "model": release_request.model_description,
-            "spec": (release_request.parameters or {}).get("model"),
+            "spec": _recipient_spec((release_request.parameters or {}).get("model"), audience),
             "algorithm": release_request.algorithm,
             "algorithm_label": release_request.get_algorithm_display(),
             "models": model_lines(summary),
@@ -382,6 +429,7 @@ def body(release_request: ReleaseRequest, audience: str, files: list[dict]) -> d
             "levels_fixed": bool(summary.get("levels_fixed")),
             # The heuristic search: its limits, steps and optimality statement.
             "search": summary.get("search") or {},
+            "safepub": safepub_section(summary, audience),
         },
         "suppression": {
             "rows_in": summary.get("rows_in"),

@@ -22,9 +22,9 @@ from django.utils import timezone
 from releases.background import jobs, leases, outbox
 from releases.core import audit
 from releases.core.errors import InvalidInput
-from releases.engine import EngineError
+from releases.engine import EngineError, PrivacyModel
 from releases.models import AuditEvent, ReleaseRequest, Reproduction
-from releases.requests import package, rules, run
+from releases.requests import dp_budget, package, rules, run
 from releases.requests.parameters import ReleaseParameters
 
 logger = logging.getLogger(__name__)
@@ -145,6 +145,21 @@ def reproduce(reproduction_id: int) -> Reproduction | None:
     return Reproduction.objects.filter(pk=reproduction_id).first()
 
 
+def with_drawn_seed(params: ReleaseParameters, summary: dict) -> ReleaseParameters:
+    """The round's parameters with the seed its SafePub run drew (kept in its summary) when the
+    request gave none: the re-run samples the same rows and searches the same way."""
+    seed = (summary.get("safepub") or {}).get("seed")
+    spec = params.model.to_spec()
+    unseeded = [
+        c for c in spec["criteria"] if c.get("model") == dp_budget.SAFEPUB and "seed" not in c
+    ]
+    if seed is None or not unseeded:
+        return params
+    for criterion in unseeded:
+        criterion["seed"] = int(seed)
+    return dataclasses.replace(params, model=PrivacyModel.from_spec(spec))
+
+
 def _rerun(release_request: ReleaseRequest, pause: Callable[[str], None]) -> dict[str, str]:
     """The SHA-256 of each file a re-run of the round writes (in a temporary folder)."""
     frame, _ = run.load_released(release_request.dataset, release_request.config)
@@ -156,6 +171,7 @@ def _rerun(release_request: ReleaseRequest, pause: Callable[[str], None]) -> dic
         params = dataclasses.replace(
             params, algorithm=ReleaseRequest.Algorithm.OPTIMAL, time_limit=None, levels=levels
         )
+    params = with_drawn_seed(params, release_request.summary or {})
     built = run.build_release(
         frame,
         release_request.config,

@@ -10,6 +10,7 @@ ARX's figures are its own output (``bench/arx/SafePubHarness.java``, stored unde
 from __future__ import annotations
 
 import json
+import math
 from dataclasses import replace
 from pathlib import Path
 
@@ -19,7 +20,7 @@ import pytest
 
 from releases.engine import AnonymizationConfig, EngineError, PrivacyModel, anonymize
 from releases.engine import safepub as safepub_run
-from releases.engine.criteria.safepub import SafePub, parameters, sample_rows
+from releases.engine.criteria.safepub import SafePub, parameters, sample_rows, smallest_delta
 from releases.engine.subset import ResearchSubset
 from tests.conftest import ADULT
 from tests.engine.test_cli import call, read_out
@@ -62,6 +63,60 @@ def test_a_smaller_delta_or_epsilon_asks_more():
     k3, b3 = parameters(0.5, 1e-5)
     assert k2 > k1 and b3 < b1
     assert b1 == pytest.approx(1 - np.exp(-1.0), abs=1e-15)
+
+
+def arx_loop(epsilon: float, delta: float) -> int:
+    """k as ARX's ``ParameterCalculation`` loops to it: every k from 1, every n from
+    ⌈k/γ - 1⌉ until the running maximum of the binomial tails exceeds the Chernoff bound, each
+    tail summed term by term with math.lgamma."""
+    beta = np.nextafter(1.0 - np.nextafter(np.exp(np.nextafter(-epsilon, 1)), 2), -1)
+    gamma = (np.exp(epsilon) - 1.0 + beta) / np.exp(epsilon)
+    exponent = gamma * np.log(gamma / beta) - (gamma - beta)
+
+    def tail(n: int) -> float:
+        return sum(
+            np.exp(
+                math.lgamma(n + 1) - math.lgamma(j + 1) - math.lgamma(n - j + 1)
+                + j * np.log(beta) + (n - j) * np.log1p(-beta)
+            )
+            for j in range(math.floor(n * gamma) + 1, n + 1)
+        )  # fmt: skip
+
+    k, delta_k = 1, math.inf
+    while not delta_k < delta:
+        n, worst, bound = math.ceil(k / gamma - 1.0), -math.inf, math.inf
+        while worst <= bound:
+            worst, bound = max(worst, tail(n)), np.exp(-n * exponent)
+            n += 1
+        delta_k, k = worst, k + 1
+    return k
+
+
+@pytest.mark.parametrize("epsilon", [0.2, 0.9, 1.0, 1.5])
+@pytest.mark.parametrize("delta", [0.5, 0.05, 1e-3, 1e-5])
+def test_k_equals_arxs_loop_over_every_class_size(epsilon, delta):
+    assert parameters(epsilon, delta)[0] == arx_loop(epsilon, delta)
+
+
+def test_a_drawn_seed_of_62_bits_is_kept_exactly():
+    seed = 674_609_866_648_906_502  # above 2^53: a float would round it
+    spec = {"model": "safepub", "epsilon": 1, "delta": 1e-5, "seed": seed}
+    assert PrivacyModel.from_spec([spec]).criteria[0].seed == seed
+    assert PrivacyModel.from_spec([{**spec, "seed": str(seed)}]).criteria[0].seed == seed
+
+
+def test_a_delta_too_small_to_derive_k_is_refused_naming_the_smallest():
+    # Near ε = 0 and for large ε the class sizes ARX's loop looks at grow without bound.
+    for epsilon in (0.0001, 5.0):
+        floor = smallest_delta(epsilon)
+        with pytest.raises(EngineError, match=f"For ε={epsilon:g}, δ must be at least {floor:.3g}"):
+            parameters(epsilon, floor / 10)
+        k, _ = parameters(epsilon, floor * 1.01)
+        assert k > 2
+    with pytest.raises(EngineError, match="ε=10 is too large"):
+        parameters(10.0, 1e-5)
+    with pytest.raises(EngineError, match="δ must be at least 1e-100"):
+        parameters(1.0, 1e-120)
 
 
 @pytest.mark.parametrize("seed", [0, 11])

@@ -97,6 +97,10 @@ class ParamSpec:
                 allowed = ", ".join(c for c, _ in self.choices)
                 raise EngineError(f"Unknown {self.label} {choice!r}; use one of {allowed}.")
             return choice
+        if self.kind == "int" and isinstance(raw, int) and not isinstance(raw, bool):
+            return raw  # exactly: a seed may have more digits than a float holds
+        if self.kind == "int" and isinstance(raw, str) and raw.strip().isdigit():
+            return int(raw)
         try:
             value = float(raw)
         except (TypeError, ValueError):

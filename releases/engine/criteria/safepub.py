@@ -23,6 +23,7 @@ from typing import Any
 
 import numpy as np
 from scipy.special import gammaln
+from scipy.stats import binom
 
 from ..arrays import BoolArray
 from ..errors import EngineError
@@ -35,6 +36,7 @@ __all__ = [
     "parameters",
     "sample_rows",
     "scheme_level",
+    "smallest_delta",
 ]
 
 #: ARX's ``DataGeneralizationScheme.GeneralizationDegree``: the share of each hierarchy's
@@ -88,6 +90,49 @@ def anonymization_epsilon(epsilon: float, epsilon_search: float) -> float:
     return _down(epsilon - epsilon_search) if epsilon_search else float(epsilon)
 
 
+#: The most class sizes n the derivation of k may look at: ARX's loop looks at every n until
+#: the Chernoff bound e^(-n(γ log(γ/β) - (γ - β))) falls below δ_k, about log(1/δ) divided by
+#: that exponent. For ε near 0 or near its maximum the exponent nears 0 and the count grows
+#: without bound (ε=10, δ=1e-5: some 10^10); this many take well under a second.
+MAX_CLASS_SIZES = 150_000
+#: The smallest δ at all: below it the binomial tails leave what doubles resolve.
+MIN_DELTA = 1e-100
+
+
+def _exponent(epsilon: float) -> tuple[float, float, float]:
+    """β, γ and the Chernoff bound's exponent for ε, as ARX computes them."""
+    # β's lower bound as ARX's interval arithmetic computes it: each operation's result
+    # widened by one floating-point step (so β equals ARX's to the last bit).
+    beta = _down(1.0 - _up(math.exp(_up(-epsilon))))
+    power = math.exp(epsilon)
+    gamma = (power - 1.0 + beta) / power
+    return beta, gamma, gamma * math.log(gamma / beta) - (gamma - beta)
+
+
+def smallest_delta(epsilon: float) -> float:
+    """The smallest δ whose k can be derived for ε (see :data:`MAX_CLASS_SIZES`)."""
+    return max(MIN_DELTA, 2 * math.exp(-MAX_CLASS_SIZES * _exponent(epsilon)[2]))
+
+
+class _Tails:
+    """P(Binomial(n, β) > ⌊nγ⌋) and its Chernoff bound for n = 0, 1, ...: computed in blocks as
+    they are needed (SciPy's binomial survival function), to find where each δ_k's maximum
+    lies; the maximum itself is then summed term by term, as ARX sums it."""
+
+    def __init__(self, beta: float, gamma: float, exponent: float) -> None:
+        self.beta, self.gamma, self.exponent = beta, gamma, exponent
+        self.values = np.zeros(0)
+        self.bounds = np.zeros(0)
+
+    def upto(self, end: int) -> None:
+        if end > len(self.values):
+            end = max(end, 2 * len(self.values))
+            n = np.arange(len(self.values), end, dtype=np.float64)
+            more = binom.sf(np.floor(n * self.gamma), n, self.beta)
+            self.values = np.concatenate([self.values, np.nan_to_num(more)])
+            self.bounds = np.concatenate([self.bounds, np.exp(-n * self.exponent)])
+
+
 @lru_cache(maxsize=64)
 def parameters(epsilon: float, delta: float) -> tuple[int, float]:
     """(k, β) of (ε, δ)-DP by sampling and k-suppression, as ARX's ``ParameterCalculation``:
@@ -98,33 +143,56 @@ def parameters(epsilon: float, delta: float) -> tuple[int, float]:
         raise EngineError(f"ε must be a number above 0, not {epsilon!r}.")
     if not 0 < delta < 1:
         raise EngineError(f"δ must be above 0 and below 1, not {delta!r}.")
-    # β's lower bound as ARX's interval arithmetic computes it: each operation's result
-    # widened by one floating-point step (so β equals ARX's to the last bit).
-    beta = _down(1.0 - _up(math.exp(_up(-epsilon))))
-    power = math.exp(epsilon)
-    gamma = (power - 1.0 + beta) / power
-    exponent = gamma * math.log(gamma / beta) - (gamma - beta)
-    tails: dict[int, float] = {}
+    if delta < MIN_DELTA:
+        raise EngineError(f"δ must be at least {MIN_DELTA:g}, not {delta:g}.")
+    beta, gamma, exponent = _exponent(epsilon)
+    if math.log(2 / delta) > MAX_CLASS_SIZES * exponent:
+        if smallest_delta(epsilon) > 0.5:
+            raise EngineError(
+                f"ε={epsilon:g} is too large for k to be derived with a useful δ (it would need "
+                f"δ ≥ {smallest_delta(epsilon):.3g}): choose a smaller ε."
+            )
+        raise EngineError(
+            f"For ε={epsilon:g}, δ must be at least {smallest_delta(epsilon):.3g}, not "
+            f"{delta:g}: a smaller δ makes k too large to derive (ARX looks at the class sizes "
+            f"up to about {math.log(1 / delta) / exponent:,.0f}). Raise δ or choose an ε nearer 1."
+        )
+    tails = _Tails(beta, gamma, exponent)
 
     def delta_of(k: int) -> float:
-        n = math.ceil(k / gamma - 1.0)
-        worst, bound = -math.inf, math.inf
-        while worst <= bound:
-            if n not in tails:
-                tails[n] = _binomial_tail(n, beta, math.floor(n * gamma) + 1)
-            worst = max(worst, tails[n])
-            bound = math.exp(-n * exponent)
-            n += 1
-        return worst
+        # ARX's loop: n from ⌈k/γ - 1⌉, the running maximum of the tails, stopping at the first
+        # n where it exceeds the bound (that n included); in blocks of n.
+        first = math.ceil(k / gamma - 1.0)
+        start, end, carried = first, first + 256, -math.inf
+        while True:
+            tails.upto(end)
+            running = np.maximum(np.maximum.accumulate(tails.values[start:end]), carried)
+            over = np.flatnonzero(running > tails.bounds[start:end])
+            if len(over):
+                stop = start + int(over[0])
+                break
+            if tails.bounds[end - 1] < delta / 2:
+                # Every tail so far and from here is below its bound, below δ/2: δ_k is too,
+                # wherever ARX's loop would stop (below δ is all the search asks of it).
+                return 0.0
+            start, end, carried = end, end + 2 * (end - start), float(running[-1])
+        worst = first + int(np.argmax(tails.values[first : stop + 1]))
+        return _binomial_tail(worst, beta, math.floor(worst * gamma) + 1)
 
-    k = 1
-    delta_k = math.inf
-    while not delta_k < delta:
-        delta_k = delta_of(k)
-        k += 1
-        if k > 1_000_000:  # pragma: no cover - δ below what doubles can tell apart
-            raise EngineError(f"δ={delta:g} is too small for ε={epsilon:g}.")
-    return k, beta
+    # ARX tries k = 1, 2, ... until δ_k < δ. δ_k does not grow with k (a larger k starts the
+    # maximum at a larger n, and past where a smaller k stopped every tail is below its
+    # Chernoff bound, below that maximum), so the first such k is found by doubling, then
+    # halving: the same k with a few dozen δ_k instead of k of them.
+    low, high = 0, 1  # δ_low ≥ δ (δ_0 taken as 1), δ_high not yet known
+    while not delta_of(high) < delta:
+        low, high = high, 2 * high
+    while high - low > 1:
+        middle = (low + high) // 2
+        if delta_of(middle) < delta:
+            high = middle
+        else:
+            low = middle
+    return high + 1, beta
 
 
 def sample_rows(n: int, beta: float, seed: int) -> BoolArray:
@@ -230,6 +298,15 @@ class SafePub(Criterion):
             raise EngineError(
                 "A generalization scheme is data-independent: give it without a search budget."
             )
+        try:
+            parameters(self.epsilon_anonymization, float(self.delta))  # k can be derived
+        except EngineError as exc:
+            if not self.epsilon_search:
+                raise
+            raise EngineError(
+                f"{exc} (k is derived from ε less the search budget: "
+                f"{self.epsilon:g} - {self.epsilon_search:g}.)"
+            ) from None
 
     @property
     def data_dependent(self) -> bool:
