@@ -6,7 +6,8 @@ Besides the approved Adult release it adds, for ``steward``: a small dataset tag
 direct identifier, three quasi-identifiers (one with an automatic hierarchy) and a sensitive
 column; on it a release with k, l and t ready for review, one with changes requested, and an
 approved statistics release (``officer`` set its budget) naming ``recipient``; a second dataset
-nobody has tagged yet (the suggestions wait). ``visitor`` holds no role.
+nobody has tagged yet (the suggestions wait). ``visitor`` holds no role; ``siteadmin`` is a
+site administrator (the projects pages).
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from tests.support import factories  # noqa: E402
 from tests.support.workflow import tag  # noqa: E402
 
 VISITOR_PASSWORD = "pw-visitor-without-role"
+SITE_ADMIN_PASSWORD = "pw-site-admin-of-projects"
 
 
 def people_csv(rows: int = 300) -> str:
@@ -78,6 +80,7 @@ def main() -> dict:
     visitor, _ = users.get_or_create(username="visitor")
     visitor.set_password(VISITOR_PASSWORD)
     visitor.save()
+    User.objects.create_superuser("siteadmin", password=SITE_ADMIN_PASSWORD)
     demo = ReleaseRequest.objects.get(state=ReleaseRequest.State.APPROVED)
 
     people = factories.make_dataset(steward, people_csv(), "people.csv")
@@ -140,7 +143,7 @@ def main() -> dict:
         "changes": changes.pk,
         "statistics": stats.pk,
         "age_column": age.pk,
-        "accounts": {"visitor": VISITOR_PASSWORD},
+        "accounts": {"visitor": VISITOR_PASSWORD, "siteadmin": SITE_ADMIN_PASSWORD},
     }
 
 
