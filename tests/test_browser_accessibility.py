@@ -59,6 +59,8 @@ PAGES: dict[str, list[tuple[str, str, str]]] = {
         ("release report", "/requests/{approved}/report/", ""),
         ("notifications", "/account/notifications/", ""),
         ("forbidden: datasets", "/datasets/", ""),
+        ("projects of a project admin", "/projects/", ""),
+        ("project members", "/projects/default/members/", ""),
     ],
     "officer2": [
         ("release ready for review", "/requests/{ready}/", ""),
@@ -71,6 +73,11 @@ PAGES: dict[str, list[tuple[str, str, str]]] = {
         ("recipient's statistics page", "/requests/{statistics}/", ""),
         ("release report", "/requests/{approved}/report/", ""),
         ("statistics report", "/requests/{statistics}/report/", ""),
+    ],
+    "siteadmin": [
+        ("projects with the create form", "/projects/", ""),
+        ("project settings", "/projects/default/settings/", ""),
+        ("second project's members", "/projects/study-b/members/", ""),
     ],
     "visitor": [
         ("home without a role", "/", ""),

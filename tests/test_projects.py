@@ -195,8 +195,9 @@ def test_stewards_see_each_others_datasets_only_where_the_project_allows(client,
     page = client.get(url)
     assert page.status_code == 200 and "uploaded by colleague" in page.content.decode()
     assert b"theirs.csv" in client.get(reverse("releases:dataset_list")).content
-    # Seeing is not changing: a request on it is refused.
-    assert client.post(reverse("releases:request_create", args=[theirs.pk])).status_code == 404
+    # Seeing is not changing: a request on it is refused, saying why.
+    refused = client.post(reverse("releases:request_create", args=[theirs.pk]))
+    assert refused.status_code == 403 and "only they can change it" in refused.content.decode()
 
 
 # --- Moving a dataset ------------------------------------------------------------------------------

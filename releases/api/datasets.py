@@ -155,7 +155,7 @@ def upload_dataset(request: HttpRequest):
 @router.get("/{dataset_id}", response={200: DatasetDetail, ERRORS: Problem})
 def dataset_detail(request: HttpRequest, dataset_id: int):
     """A dataset's status (uploaded, profiling, ready or failed, with the reason) and size."""
-    dataset = selectors.get_dataset_for(user_of(request), dataset_id)
+    dataset = selectors.get_dataset_for(user_of(request), dataset_id, to_change=False)
     changes = dataset.schema_changes or {}
     try:
         versions.check_request(dataset)
@@ -202,7 +202,7 @@ def upload_version(request: HttpRequest, dataset_id: int):
 @router.get("/{dataset_id}/versions", response={200: DatasetPage, ERRORS: Problem})
 def list_versions(request: HttpRequest, dataset_id: int, params: Query[PageParams]):
     """Every version of the dataset's lineage, newest first."""
-    dataset = selectors.get_dataset_for(user_of(request), dataset_id)
+    dataset = selectors.get_dataset_for(user_of(request), dataset_id, to_change=False)
     return page(versions.lineage(dataset), params, dataset_out)
 
 
@@ -220,7 +220,7 @@ def set_key_column(request: HttpRequest, dataset_id: int, body: KeyColumnIn):
 @router.get("/{dataset_id}/columns", response={200: ColumnPage, ERRORS: Problem})
 def list_columns(request: HttpRequest, dataset_id: int, params: Query[PageParams]):
     """The columns in file order, each with its role, suggested role and profile."""
-    dataset = selectors.get_dataset_for(user_of(request), dataset_id)
+    dataset = selectors.get_dataset_for(user_of(request), dataset_id, to_change=False)
     return page(dataset.columns.order_by("position"), params, column_out)
 
 
@@ -246,7 +246,7 @@ def set_roles(request: HttpRequest, dataset_id: int, body: RolesIn):
 @router.get("/{dataset_id}/hierarchies", response={200: list[HierarchyOut], ERRORS: Problem})
 def list_hierarchies(request: HttpRequest, dataset_id: int):
     """Each quasi-identifier's hierarchy: automatic, uploaded (its file name) or built."""
-    dataset = selectors.get_dataset_for(user_of(request), dataset_id)
+    dataset = selectors.get_dataset_for(user_of(request), dataset_id, to_change=False)
     return [
         hierarchy_out(c)
         for c in dataset.columns.order_by("position")

@@ -9,6 +9,8 @@ releases depend on it).
 
 from __future__ import annotations
 
+from django.core.exceptions import PermissionDenied
+
 from releases.background.rules import SYSTEM, Table, Transition
 from releases.core import roles
 from releases.core.errors import InvalidInput
@@ -48,6 +50,31 @@ _NOT_USABLE: dict[str, str] = {
 def check_owner(user) -> None:
     """Only data stewards work with datasets (their own: the selectors look only there)."""
     roles.require(user, roles.STEWARDS, "work with datasets")
+
+
+def can_see(user, dataset: Dataset) -> bool:
+    """A steward of the dataset's project sees it when it is theirs, or when the project lets
+    stewards see all of its datasets (then read-only: ``can_change``)."""
+    if user is None or not user.is_authenticated:
+        return False
+    if not roles.has_role(user, roles.STEWARD, dataset.project_id):
+        return False
+    return dataset.owner_id == user.pk or dataset.project.stewards_see_all
+
+
+def can_change(user, dataset: Dataset) -> bool:
+    """Only the steward who uploaded it changes a dataset (tags, hierarchies, requests,
+    versions, deletion), while a steward of its project."""
+    return can_see(user, dataset) and dataset.owner_id == user.pk
+
+
+def check_change(user, dataset: Dataset) -> None:
+    """Refuse a change to a dataset its project lets ``user`` see but not change (403)."""
+    if not can_change(user, dataset):
+        raise PermissionDenied(
+            f"{dataset.name} is {dataset.owner.username}'s dataset: its project lets you see "
+            "it, read-only; only they can change it."
+        )
 
 
 def can_use(status: str) -> bool:

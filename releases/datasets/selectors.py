@@ -25,20 +25,17 @@ PROFILE_TASK = "releases.profile_dataset"
 
 
 def get_dataset_for(user, dataset_id: int, *, to_change: bool = True) -> Dataset:
-    """A dataset its owner may see and change while a steward of its project; anyone else's is
-    out of reach (404). With ``to_change=False``, also the datasets the steward may only see
-    (their project lets stewards see all of its datasets)."""
+    """A dataset ``user`` sees (``rules.can_see``: their own, or their project's where it lets
+    stewards see all of them); anyone else's is out of reach (404). With ``to_change`` (the
+    default), one they see but may not change is refused (403, ``rules.check_change``)."""
     rules.check_owner(user)
-    found = visible_datasets(user) if not to_change else owned_datasets(user)
     try:
-        return found.select_related("project").get(pk=dataset_id)
+        dataset = visible_datasets(user).select_related("project", "owner").get(pk=dataset_id)
     except Dataset.DoesNotExist:
         raise Http404("No such dataset.") from None
-
-
-def owned_datasets(user) -> QuerySet[Dataset]:
-    """The steward's own datasets, in the projects where they are still a steward."""
-    return Dataset.objects.filter(owner=user, project__in=roles.projects_where(user, roles.STEWARD))
+    if to_change:
+        rules.check_change(user, dataset)
+    return dataset
 
 
 def visible_datasets(user) -> QuerySet[Dataset]:

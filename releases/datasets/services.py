@@ -574,9 +574,9 @@ def use_automatic_hierarchy(user, dataset: Dataset, column_id: int) -> DatasetCo
 
 
 def hierarchy_download(user, dataset_id: int, column_id: int) -> tuple[str, bytes]:
-    """(filename, ARX-format CSV bytes) of a column's hierarchy, for its owner only; cells that
-    a spreadsheet would run as formulas are neutralised."""
-    dataset = get_dataset_for(user, dataset_id)
+    """(filename, ARX-format CSV bytes) of a column's hierarchy, for whoever sees the dataset;
+    cells that a spreadsheet would run as formulas are neutralised."""
+    dataset = get_dataset_for(user, dataset_id, to_change=False)
     ensure_ready(dataset)
     column = _column(dataset, column_id)
     hierarchy = current_hierarchy(dataset, column)

@@ -16,7 +16,7 @@ from django.views.decorators.http import require_GET, require_http_methods, requ
 from releases.core import roles
 from releases.core.errors import InvalidInput
 from releases.core.http import is_htmx as _is_htmx
-from releases.datasets import hierarchies, risk, selectors, services, versions
+from releases.datasets import hierarchies, risk, rules, selectors, services, versions
 from releases.datasets.forms import UploadForm
 from releases.models import DatasetColumn
 from releases.projects import selectors as project_selectors
@@ -110,7 +110,7 @@ def dataset_status(request: HttpRequest, dataset_id: int) -> HttpResponse:
 
 @require_GET
 def dataset_risk(request: HttpRequest, dataset_id: int) -> HttpResponse:
-    dataset = selectors.get_dataset_for(request.user, dataset_id)
+    dataset = selectors.get_dataset_for(request.user, dataset_id, to_change=False)
     error = ""
     try:
         panel = risk.reidentification_risk(dataset)
@@ -151,13 +151,17 @@ def accept_suggestions(request: HttpRequest, dataset_id: int) -> HttpResponse:
 @require_GET
 def suggestions(request: HttpRequest, dataset_id: int) -> HttpResponse:
     """The note on the suggested roles, fetched again after each role change (htmx)."""
-    dataset = selectors.get_dataset_for(request.user, dataset_id)
+    dataset = selectors.get_dataset_for(request.user, dataset_id, to_change=False)
     if not _is_htmx(request):
         return redirect(reverse("releases:dataset_detail", args=[dataset.pk]) + "#tagging")
     return render(
         request,
         "releases/dataset_detail.html#suggestions",
-        {"dataset": dataset, "suggestions_pending": selectors.suggestions_pending(dataset)},
+        {
+            "dataset": dataset,
+            "suggestions_pending": selectors.suggestions_pending(dataset),
+            "read_only": not rules.can_change(request.user, dataset),
+        },
     )
 
 
@@ -254,8 +258,8 @@ def _column_response(
     return response
 
 
-def _owned_column(request, dataset_id: int, column_id: int):
-    dataset = selectors.get_dataset_for(request.user, dataset_id)
+def _owned_column(request, dataset_id: int, column_id: int, *, to_change: bool = True):
+    dataset = selectors.get_dataset_for(request.user, dataset_id, to_change=to_change)
     return dataset, dataset.columns.filter(pk=column_id).first()
 
 
@@ -326,7 +330,7 @@ def column_hierarchy(request: HttpRequest, dataset_id: int, column_id: int) -> H
 @require_GET
 def hierarchy_preview(request: HttpRequest, dataset_id: int, column_id: int) -> HttpResponse:
     """The levels the chosen builder makes on the column's actual values (htmx, live)."""
-    dataset, column = _owned_column(request, dataset_id, column_id)
+    dataset, column = _owned_column(request, dataset_id, column_id, to_change=False)
     if column is None:
         return HttpResponse(status=404)
     builder, data = _builder_fields(request, column)

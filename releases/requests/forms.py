@@ -628,11 +628,12 @@ class SharingForm(forms.Form):
         required=False,
     )
 
-    def __init__(self, *args, **kwargs) -> None:
+    def __init__(self, *args, dataset=None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         offer(self, "recipients", recipient_choices())
         offer(self, "recipient_groups", recipient_group_choices())
-        self.fields["terms"].initial = default_terms()
+        # The dataset's project's terms (as the extract's form), else the site's.
+        self.fields["terms"].initial = default_terms(dataset)
 
     def sharing(self) -> Sharing:
         data = self.cleaned_data

@@ -17,6 +17,7 @@ from django.views.decorators.http import require_GET, require_POST
 from releases.core.errors import InvalidInput
 from releases.core.http import error_page
 from releases.core.http import is_htmx as _is_htmx
+from releases.datasets import rules as dataset_rules
 from releases.datasets import selectors as dataset_selectors
 from releases.models import ReleaseFile
 from releases.projects import rules as project_rules
@@ -62,6 +63,8 @@ def dataset_detail(request: HttpRequest, dataset_id: int) -> HttpResponse:
     context["waiting_for_queue"] = dataset_selectors.waiting_for_queue(dataset)
     context["stalled"] = dataset_selectors.stalled(dataset)
     context["can_move"] = project_rules.can_offer_move(request.user, dataset)
+    # A colleague's dataset (the project lets stewards see all): shown without its forms.
+    context["read_only"] = not dataset_rules.can_change(request.user, dataset)
     return render(request, "releases/dataset_detail.html", context)
 
 
@@ -90,7 +93,7 @@ def request_create(request: HttpRequest, dataset_id: int) -> HttpResponse:
 def request_decisions(request: HttpRequest, dataset_id: int) -> HttpResponse:
     """The request form's column decisions (roles still missing, justifications), refreshed
     when a role changes; the text already typed comes back in the query."""
-    dataset = dataset_selectors.get_dataset_for(request.user, dataset_id)
+    dataset = dataset_selectors.get_dataset_for(request.user, dataset_id, to_change=False)
     form = ReleaseRequestForm(dataset=dataset, initial=request.GET.dict())
     return render(
         request,

@@ -107,7 +107,9 @@ def statistics_request(request: HttpRequest, dataset_id: int) -> HttpResponse:
             else None
         )
         formset = StatisticsQueryFormSet(prefix=PREFIX, columns=columns, initial=initial)
-        context = _context(request, dataset, formset, SharingForm(), None, resubmitting)
+        context = _context(
+            request, dataset, formset, SharingForm(dataset=dataset), None, resubmitting
+        )
         return render(request, "releases/statistics_request.html", context)
 
     data = request.POST.copy()
@@ -119,7 +121,7 @@ def statistics_request(request: HttpRequest, dataset_id: int) -> HttpResponse:
     elif action.startswith(("hierarchy-", "domain-")):
         error = _fill(request.user, dataset, data, action)
     formset = StatisticsQueryFormSet(data, prefix=PREFIX, columns=columns)
-    sharing_form = SharingForm(data)
+    sharing_form = SharingForm(data, dataset=dataset)
     valid = formset.is_valid() and sharing_form.is_valid()
     preview = services.preview(request.user, dataset, formset.items())
     if action == "submit":

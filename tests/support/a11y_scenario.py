@@ -8,7 +8,7 @@ column; on it a release with k, l and t ready for review, one with changes reque
 approved statistics release (``officer`` set its budget) naming ``recipient``; a recipe saved
 from the release ready for review, and a version 2 of the dataset with a new column no one has
 given a role yet; a second dataset nobody has tagged yet (the suggestions wait). ``visitor``
-holds no role.
+holds no role; ``siteadmin`` is a site administrator (the projects pages).
 """
 
 from __future__ import annotations
@@ -39,6 +39,7 @@ from tests.support import factories  # noqa: E402
 from tests.support.workflow import tag  # noqa: E402
 
 VISITOR_PASSWORD = "pw-visitor-without-role"
+SITE_ADMIN_PASSWORD = "pw-site-admin-of-projects"
 
 
 def people_csv(rows: int = 300, with_ward: bool = False) -> str:
@@ -83,6 +84,7 @@ def main() -> dict:
     visitor, _ = users.get_or_create(username="visitor")
     visitor.set_password(VISITOR_PASSWORD)
     visitor.save()
+    User.objects.create_superuser("siteadmin", password=SITE_ADMIN_PASSWORD)
     demo = ReleaseRequest.objects.get(state=ReleaseRequest.State.APPROVED)
 
     people = factories.make_dataset(steward, people_csv(), "people.csv")
@@ -155,7 +157,7 @@ def main() -> dict:
         "changes": changes.pk,
         "statistics": stats.pk,
         "age_column": age.pk,
-        "accounts": {"visitor": VISITOR_PASSWORD},
+        "accounts": {"visitor": VISITOR_PASSWORD, "siteadmin": SITE_ADMIN_PASSWORD},
     }
 
 
