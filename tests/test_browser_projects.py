@@ -139,3 +139,61 @@ def test_a_site_administrator_creates_a_project(browser, site):
     expect(page.locator("#project-create .error")).to_be_visible()
     assert page.locator("tr[data-project=cardiology]").count() == 1
     context.close()
+
+
+def _unread_in_db(site, username: str) -> list[str]:
+    """The links of ``username``'s unread notifications, read apart from the app."""
+    with sqlite3.connect(site["workdir"] / "db.sqlite3") as db:
+        rows = db.execute(
+            "SELECT n.link FROM releases_notification n JOIN auth_user u ON u.id = n.user_id "
+            "WHERE u.username = ? AND n.read_at IS NULL ORDER BY n.id",
+            (username,),
+        ).fetchall()
+    return [link for (link,) in rows]
+
+
+def test_the_projects_officer_is_told_of_the_waiting_request_and_the_other_is_not(browser, site):
+    from playwright.sync_api import expect
+
+    ready = site["ids"]["ready"]
+    link = f"/requests/{ready}/"
+    unread = _unread_in_db(site, "officer")
+    assert link in unread
+    context, page = log_in(browser, site, "officer")
+    # The unread count in the navigation bar is the database's.
+    expect(page.locator("#notification-badge .badge")).to_contain_text(str(len(unread)))
+    page.click("#nav-notifications")
+    row = page.locator("#notifications tr.unread").filter(has=page.locator(f"a[href='{link}']"))
+    expect(row).to_have_count(1)
+    row.locator("button", has_text="Mark read").click()
+    expect(
+        page.locator("#notifications tr.read").filter(has=page.locator(f"a[href='{link}']"))
+    ).to_have_count(1)
+    assert link not in _unread_in_db(site, "officer")
+    # The link leads to the request waiting for review.
+    page.click(f"#notifications a[href='{link}']")
+    expect(page.locator("h1")).to_contain_text(f"#{ready}")
+    # Nothing unread is left once all are marked read: no badge.
+    page.click("#nav-notifications")
+    if page.locator("button", has_text="Mark all").count():
+        page.click("button:has-text('Mark all')")
+    page.reload()
+    expect(page.locator("#notification-badge .badge")).to_have_count(0)
+    assert _unread_in_db(site, "officer") == []
+
+    # Preferences: a kind switched off is kept as chosen.
+    page.goto(site["url"] + "/account/notifications/preferences/")
+    page.check("input[name=review_ready][value=off]")
+    page.click("main button[type=submit]")
+    page.goto(site["url"] + "/account/notifications/preferences/")
+    expect(page.locator("input[name=review_ready][value=off]")).to_be_checked()
+    context.close()
+
+    # The second project's officer reviews nothing of the first: told nothing of it.
+    assert _unread_in_db(site, "officer_b") == []
+    context, page = log_in(browser, site, "officer_b")
+    expect(page.locator("#notification-badge .badge")).to_have_count(0)
+    page.click("#nav-notifications")
+    assert page.locator(f"a[href='{link}']").count() == 0
+    assert "project-a-people" not in page.content()
+    context.close()
