@@ -319,7 +319,11 @@ def heuristic_options(case: dict[str, Any]) -> dict[str, Any]:
     limits = case.get("heuristic")
     if not limits:
         return {}
-    return {"algorithm": "heuristic", "time_limit": limits["seconds"], "step_limit": limits["steps"]}
+    return {
+        "algorithm": "heuristic",
+        "time_limit": limits["seconds"],
+        "step_limit": limits["steps"],
+    }
 
 
 def run_ours(case: dict[str, Any]) -> dict[str, Any]:
