@@ -1,7 +1,8 @@
 """ARX 3.9.2 against the engine on recorded cases: ``python bench/arx_compare.py``.
 
-Each case of :data:`CASES` is a configuration on Adult (``tests/data/adult/``, ARX's
-hierarchies, the Loss metric). ``--arx`` runs ARX on it (``bench/arx/run.sh``, which builds ARX
+Each case of :data:`CASES` is a configuration on a table of :data:`TABLES` (``"table"``,
+Adult by default: ``tests/data/adult/``, ARX's hierarchies; ``integer-adult``, Adult recoded
+to integers by ``bench/integer_table.py``) with the Loss metric. ``--arx`` runs ARX on it (``bench/arx/run.sh``, which builds ARX
 from its source the first time, see ``bench/arx/Harness.java``) and writes
 ``bench/arx/results/<case>.json``: the case and ARX's optimum (levels, suppressed records,
 classes, Loss) with ARX's own time for the anonymization (one run in a fresh JVM, so a cold
@@ -10,13 +11,17 @@ line per case compares the two; the exit status is 1 when one differs (a case ma
 ``differs`` is one where the engine departs from ARX on purpose, and must differ).
 ``tests/engine/test_arx_models.py`` asserts the same from the stored results.
 
-A research subset (``"subset": {"seed": S, "fraction": F}``) is Adult's rows for which
+A research subset (``"subset": {"seed": S, "fraction": F}``) is the table's rows for which
 ``numpy.random.default_rng(S).random(30162) < F``: ARX is given them as a second CSV file,
 matched to Adult's rows by content; the engine as a :class:`ResearchSubset` of those rows.
 
 A case with ``"microaggregate"`` also has the harness write ARX's released table; its SHA-256
 and the value ARX wrote for each class (``released``) must equal the engine's release laid out
 the same way (every row in order, "*" in the quasi-identifiers of a suppressed one).
+
+A case with ``"heuristic": {"seconds": S, "steps": N}`` runs ARX's Lightning and the
+engine's heuristic search with that time and step limit (the time limit is generous, so the
+step limit ends both searches, deterministically).
 
 ``--arx --derived-k`` also records ARX's derived k of estimated k-map over a grid of k,
 significance levels and population sizes (``bench/arx/results/k-map-derived-k.json``).
@@ -43,6 +48,8 @@ from releases.engine import AnonymizationConfig, Hierarchy, PrivacyModel, anonym
 from releases.engine.subset import ResearchSubset  # noqa: E402
 
 ADULT = Path("tests/data/adult")
+#: table name -> its folder, holding <name>.csv and <name>_hierarchy_<column>.csv.
+TABLES = {"adult": ADULT, "integer-adult": Path("tests/data/integer-adult")}
 RESULTS = ROOT / "bench" / "arx" / "results"
 RUN = ROOT / "bench" / "arx" / "run.sh"
 QIS = [
@@ -164,6 +171,29 @@ CASES: dict[str, dict[str, Any]] = {
     },
 }
 
+# The same configurations on Adult recoded to integers (ranks, shuffled rows; see
+# bench/integer_table.py), and ARX's heuristic search stopped by a step limit.
+INTEGER_CASES = [
+    "k-anonymity",
+    "k-map-poisson",
+    "k-map-subset",
+    "delta-presence",
+    "delta-presence-bounds",
+    "k-anonymity-weights-and-limits",
+    "microaggregation-mean",
+    "microaggregation-interval",
+]
+CASES.update(
+    {f"integer-adult-{n}": {**CASES[f"adult-{n}"], "table": "integer-adult"} for n in INTEGER_CASES}
+)
+CASES["integer-adult-heuristic-steps"] = {
+    "table": "integer-adult",
+    "qis": QIS,
+    "suppression_limit": 0.05,
+    "criteria": [{"model": "k-anonymity", "k": 5}],
+    "heuristic": {"seconds": 600, "steps": 100},
+}
+
 #: The grid of ARX's derived k recorded with --derived-k.
 DERIVED_K = {
     "sample_size": 30162,
@@ -173,8 +203,15 @@ DERIVED_K = {
 }
 
 
-def read_adult() -> pd.DataFrame:
-    return pd.read_csv(ROOT / ADULT / "adult.csv", sep=";", dtype=str, keep_default_na=False)
+def table_file(case: dict[str, Any], column: str | None = None) -> Path:
+    """The case's table (relative to the repository), or a column's hierarchy."""
+    name = case.get("table", "adult")
+    folder = TABLES[name]
+    return folder / (f"{name}.csv" if column is None else f"{name}_hierarchy_{column}.csv")
+
+
+def read_table(case: dict[str, Any]) -> pd.DataFrame:
+    return pd.read_csv(ROOT / table_file(case), sep=";", dtype=str, keep_default_na=False)
 
 
 def subset_rows(case: dict[str, Any], n: int) -> np.ndarray | None:
@@ -186,9 +223,9 @@ def subset_rows(case: dict[str, Any], n: int) -> np.ndarray | None:
 
 
 def harness_arguments(case: dict[str, Any], subset_file: Path | None) -> list[str]:
-    args = ["--data", str(ADULT / "adult.csv"), "--delimiter", ";"]
+    args = ["--data", str(table_file(case)), "--delimiter", ";"]
     for q in case["qis"]:
-        args += ["--qi", f"{q}={ADULT / f'adult_hierarchy_{q}.csv'}"]
+        args += ["--qi", f"{q}={table_file(case, q)}"]
     args += ["--suppression-limit", str(case["suppression_limit"])]
     for c in case["criteria"]:
         if c["model"] == "k-anonymity":
@@ -214,6 +251,9 @@ def harness_arguments(case: dict[str, Any], subset_file: Path | None) -> list[st
     if case.get("microaggregate"):
         functions = case["microaggregate"].items()
         args += ["--microaggregate", ",".join(f"{q}={f}" for q, f in functions)]
+    if case.get("heuristic"):
+        limits = case["heuristic"]
+        args += ["--heuristic", str(limits["seconds"]), "--heuristic-steps", str(limits["steps"])]
     return args
 
 
@@ -246,7 +286,7 @@ def full_release(adult: pd.DataFrame, case: dict[str, Any], result: Any) -> pd.D
 
 
 def run_arx(name: str, case: dict[str, Any]) -> dict[str, Any]:
-    adult = read_adult()
+    adult = read_table(case)
     rows = subset_rows(case, len(adult))
     with tempfile.TemporaryDirectory() as tmp:
         subset_file = None
@@ -274,11 +314,22 @@ def run_arx(name: str, case: dict[str, Any]) -> dict[str, Any]:
     return {"case": name, **case, "arx": arx}
 
 
+def heuristic_options(case: dict[str, Any]) -> dict[str, Any]:
+    """The engine's options for a case's heuristic search (none for the optimal one)."""
+    limits = case.get("heuristic")
+    if not limits:
+        return {}
+    return {
+        "algorithm": "heuristic",
+        "time_limit": limits["seconds"],
+        "step_limit": limits["steps"],
+    }
+
+
 def run_ours(case: dict[str, Any]) -> dict[str, Any]:
-    adult = read_adult()
+    adult = read_table(case)
     hierarchies = {
-        q: Hierarchy.from_arx_csv(ROOT / ADULT / f"adult_hierarchy_{q}.csv", attribute=q)
-        for q in case["qis"]
+        q: Hierarchy.from_arx_csv(ROOT / table_file(case, q), attribute=q) for q in case["qis"]
     }
     model = PrivacyModel.from_spec(
         {
@@ -297,6 +348,7 @@ def run_ours(case: dict[str, Any]) -> dict[str, Any]:
         min_levels={q: lo for q, (lo, _) in limits.items()},
         max_levels={q: hi for q, (_, hi) in limits.items()},
         microaggregate=dict(case.get("microaggregate") or {}),
+        **heuristic_options(case),
     )
     result = anonymize(adult, config)
     released = None
