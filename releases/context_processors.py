@@ -1,3 +1,4 @@
+from functools import partial
 from typing import Any
 
 from releases.core import roles as role_checks
@@ -14,7 +15,8 @@ def roles(request) -> dict:
         "is_steward": role_checks.is_steward(user),
         "is_officer": role_checks.is_officer(user),
         "is_recipient": role_checks.is_recipient(user),
-        "notifications_unread": events.unread_count(user),
+        # Counted only where a page shows the badge (templates call it), not for fragments.
+        "notifications_unread": partial(events.unread_count, user),
         "is_any_admin": role_checks.is_any_admin(user),
     }
     if context["is_officer"]:
