@@ -312,6 +312,10 @@ def test_redis_down_during_every_kind_of_submission_loses_nothing(
 ):
     steward.email = "steward@example.org"
     steward.save()
+    # The module's earlier faults may have mailed (a failed request tells its steward): only
+    # this test's mails count.
+    mail_folder = chaos["folder"] / "mail"
+    earlier_mails = set(mail_folder.glob("*"))
     dataset = ready_dataset(steward)
     decided = release.request_release(steward, dataset, PARAMS)
     to_resubmit = release.request_release(steward, dataset, PARAMS)
@@ -354,7 +358,7 @@ def test_redis_down_during_every_kind_of_submission_loses_nothing(
             and ReleaseRequest.objects.get(pk=to_resubmit.pk).state == State.READY
             and Reproduction.objects.get(pk=rerun.pk).is_final
             and Review.objects.get(request=decided).notified_at is not None
-            and any((chaos["folder"] / "mail").glob("*"))
+            and any(set(mail_folder.glob("*")) - earlier_mails)
         ),
         90,
         "every submission to complete once Redis is back",
@@ -363,6 +367,6 @@ def test_redis_down_during_every_kind_of_submission_loses_nothing(
     assert Dataset.objects.get(pk=new_dataset.pk).status == Dataset.Status.READY
     assert Reproduction.objects.get(pk=rerun.pk).state == Reproduction.State.IDENTICAL
     time.sleep(1.5)  # a sweep or two: a repeated message sends no second e-mail
-    mails = list((chaos["folder"] / "mail").glob("*"))
+    mails = sorted(set(mail_folder.glob("*")) - earlier_mails)
     assert len(mails) == 1 and "approved" in mails[0].read_text().lower()
     assert not OutboxMessage.objects.filter(sent_at__isnull=True).exists()
