@@ -6,6 +6,7 @@ generated once under ``var/``, an SQLite file under ``var/`` and a Redis on loca
 ``DATABASE_URL`` (see README).
 """
 
+import json
 import os
 import secrets
 from pathlib import Path
@@ -347,6 +348,30 @@ MAX_COMPRESSION_RATIO = float(os.environ.get("MAX_COMPRESSION_RATIO", 100))
 # in every request made with it: bounded in bytes and rows (a value per row).
 MAX_HIERARCHY_BYTES = int(os.environ.get("MAX_HIERARCHY_BYTES", 20 * 1024**2))
 MAX_HIERARCHY_ROWS = int(os.environ.get("MAX_HIERARCHY_ROWS", 100_000))
+
+# Sources registered in place (``manage.py register_dataset``, POST /api/v1/datasets/register;
+# see docs/registering-data.md), read where they stay, within the same bounds as uploads.
+# DATA_IMPORT_DIRS: server folders (comma-separated) whose files a site administrator may
+# register; a path is resolved (symbolic links, "..") and must stay inside one of them.
+DATA_IMPORT_DIRS = env_list("DATA_IMPORT_DIRS", "")
+# Object storage: the buckets that may be registered from (none: S3 sources are off), and the
+# client's endpoint, region and credentials (unset: boto3's own chain, e.g. an instance role).
+SOURCE_S3_BUCKETS = env_list("SOURCE_S3_BUCKETS", "")
+SOURCE_S3_ENDPOINT_URL = os.environ.get("SOURCE_S3_ENDPOINT_URL") or None
+SOURCE_S3_REGION = os.environ.get("SOURCE_S3_REGION") or None
+SOURCE_S3_ACCESS_KEY_ID = os.environ.get("SOURCE_S3_ACCESS_KEY_ID") or None
+SOURCE_S3_SECRET_ACCESS_KEY = os.environ.get("SOURCE_S3_SECRET_ACCESS_KEY") or None
+# PostgreSQL databases that may be registered from, by name: a JSON object of name to
+# connection URL, e.g. {"warehouse": "postgresql://reader@db.example/warehouse"}. Keep the
+# password out of the URL (libpq reads PGPASSWORD or ~/.pgpass); use a role that may only read.
+try:
+    SOURCE_DATABASES: dict[str, str] = json.loads(os.environ.get("SOURCE_DATABASES") or "{}")
+except json.JSONDecodeError as exc:
+    raise ImproperlyConfigured(f"SOURCE_DATABASES is not a JSON object: {exc}") from None
+if not isinstance(SOURCE_DATABASES, dict) or not all(
+    isinstance(v, str) for v in SOURCE_DATABASES.values()
+):
+    raise ImproperlyConfigured("SOURCE_DATABASES must map names to connection URLs (strings).")
 
 # Largest release extract (rows x columns) also written as Excel: an .xlsx is written cell by
 # cell (tens of thousands of cells a second); past this the package holds CSV and Parquet.

@@ -1,6 +1,7 @@
-"""The stored original of a dataset: the bounds every upload is read within, and the file opened
-for reading in batches once its SHA-256 is checked (the profiling job reads it into the column
-store; the column store rebuilds itself from it for datasets profiled before stores existed)."""
+"""The original of a dataset: the bounds every upload is read within, and the original opened
+for reading in batches (the profiling job reads it into the column store; the column store
+rebuilds itself from it for datasets profiled before stores existed): an upload from private
+storage once its SHA-256 is checked, a registered source where it stays (``sources``)."""
 
 from __future__ import annotations
 
@@ -9,12 +10,14 @@ import hashlib
 from collections.abc import Iterator
 from pathlib import Path
 
+import pyarrow as pa
 from django.conf import settings
 
 from releases.core import storage
 from releases.core.errors import InvalidInput
+from releases.datasets import sources
 from releases.engine import tabular
-from releases.engine.tabular import ReadLimits, TableFormat, TableScan
+from releases.engine.tabular import ReadLimits, TableError, TableFormat, TableScan
 from releases.models import Dataset
 
 
@@ -59,9 +62,52 @@ def scan_original(dataset: Dataset, limits: ReadLimits | None = None) -> Iterato
     """
     if not dataset.file_path:
         raise InvalidInput("This dataset's file was refused and is not stored.")
+    limits = limits or read_limits()
+    kind = dataset.source_kind
+    if kind == Dataset.SourceKind.FOLDER:
+        path = sources.recheck_folder_file(dataset.source_locator)
+        _check_sha256(path, dataset.sha256)
+        yield tabular.open_table(path, _stored_format(dataset), dataset.original_filename, limits)
+        return
+    if kind == Dataset.SourceKind.S3:
+        yield _scan_s3(dataset, limits)
+        return
+    if kind == Dataset.SourceKind.POSTGRES:
+        yield sources.scan_database(dataset, limits)
+        return
     with storage.local_path(dataset.file_path) as path:
         _check_sha256(path, dataset.sha256)
         scan = tabular.open_table(
-            path, _stored_format(dataset), dataset.original_filename, limits or read_limits()
+            path, _stored_format(dataset), dataset.original_filename, limits
         )
         yield scan
+
+
+def _scan_s3(dataset: Dataset, limits: ReadLimits) -> TableScan:
+    """The registered object read in place; its ETag is asked for by every GET, and an error
+    of a GET is reported in its own words, whatever the reader made of it."""
+    found = sources.s3_object(dataset)
+    try:
+        scan = tabular.open_table(found, _stored_format(dataset), dataset.original_filename, limits)
+    except TableError:
+        if found.failure:
+            raise found.failure from None
+        raise
+
+    def batches() -> Iterator[pa.RecordBatch]:
+        try:
+            yield from scan.batches()
+        except TableError:
+            if found.failure:
+                raise found.failure from None
+            raise
+
+    return TableScan(scan.format, scan.columns, batches(), scan.fraction)
+
+
+def recorded_version(dataset: Dataset, scan: TableScan) -> dict[str, str]:
+    """What the first read of a database source records: the digest of its rows, which every
+    later read must find again."""
+    if isinstance(scan, sources.DatabaseScan) and not dataset.source_version:
+        return {"source_version": scan.digest}
+    return {}

@@ -22,7 +22,7 @@ from releases.background import jobs
 from releases.core import audit, storage
 from releases.core.errors import InvalidInput
 from releases.datasets import column_store, rules, suggestions, versions
-from releases.datasets.originals import scan_original
+from releases.datasets.originals import recorded_version, scan_original
 from releases.datasets.profiles import profile_from_counts
 from releases.engine.tabular import TableError, TableFormat, TableScan
 from releases.models import AuditEvent, Dataset, DatasetColumn
@@ -151,6 +151,7 @@ class Profiling(jobs.Job):
             with scan_original(dataset) as scan:
                 preview = _read_into_store(self, scan, local)
             fmt, names, rows = scan.format, scan.columns, scan.rows
+            pinned = recorded_version(dataset, scan)
             self.columns = _profile_columns(self, local, names, rows, fmt)
             self.progress("Storing the columns", progress=0.97)
             column_store.save(dataset, local)
@@ -167,6 +168,7 @@ class Profiling(jobs.Job):
             stage="Profiled",
             error="",
             profiled_at=timezone.now(),
+            **pinned,
         )
 
     def finished(self) -> None:

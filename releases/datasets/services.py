@@ -201,7 +201,7 @@ def load_frame(
     """
     if not dataset.file_path:
         raise InvalidInput("This dataset's file was refused and is not stored.")
-    if not storage.exists(dataset.file_path):
+    if not dataset.is_registered and not storage.exists(dataset.file_path):
         # The store records the original's SHA-256; an original gone from storage is a fault.
         raise FileNotFoundError(f"The original of dataset {dataset.pk} is missing from storage.")
     return column_store.read(dataset, columns, categorical=categorical)

@@ -29,7 +29,7 @@ import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO, TYPE_CHECKING, TypeAlias
+from typing import IO, TYPE_CHECKING, Protocol, TypeAlias, runtime_checkable
 
 import pandas as pd
 import pyarrow as pa
@@ -67,7 +67,19 @@ RATIO_GRACE_BYTES = 1024 * 1024
 
 CSV, TSV, XLSX, PARQUET = "csv", "tsv", "xlsx", "parquet"
 
-Source = str | os.PathLike[str] | bytes
+
+
+@runtime_checkable
+class StreamSource(Protocol):
+    """A table that stays where it is (object storage, a remote file): each :meth:`open` is a
+    fresh seekable binary stream of the same bytes; :meth:`size` their length."""
+
+    def open(self) -> IO[bytes]: ...
+
+    def size(self) -> int: ...
+
+
+Source = str | os.PathLike[str] | bytes | StreamSource
 #: A row the CSV reader refused: (its number if known, its fields, its first field).
 _InvalidRow: TypeAlias = tuple[int | None, int, str]
 
@@ -169,6 +181,8 @@ def _opener(source: Source) -> Callable[[], IO[bytes]]:
     if isinstance(source, bytes | bytearray | memoryview):
         data = bytes(source)
         return lambda: io.BytesIO(data)
+    if isinstance(source, StreamSource):
+        return source.open
     path = os.fspath(source)
     return lambda: open(path, "rb")  # noqa: SIM115 - the caller closes it
 
@@ -176,6 +190,8 @@ def _opener(source: Source) -> Callable[[], IO[bytes]]:
 def _source_size(source: Source) -> int:
     if isinstance(source, bytes | bytearray | memoryview):
         return len(source)
+    if isinstance(source, StreamSource):
+        return source.size()
     return os.path.getsize(source)
 
 

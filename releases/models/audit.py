@@ -23,6 +23,7 @@ class AuditEvent(models.Model):
     class Action(models.TextChoices):
         UPLOAD = "upload", "Uploaded dataset"
         UPLOAD_REJECTED = "upload_rejected", "Upload rejected"
+        REGISTERED = "registered", "Dataset registered"
         TAGGING = "tagging", "Changed tagging"
         REQUEST = "request", "Requested release"
         RUN_START = "run_start", "Run started"

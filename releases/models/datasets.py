@@ -34,6 +34,13 @@ class Dataset(models.Model):
         TSV = "tsv", "TSV"
         XLSX = "xlsx", "Excel (.xlsx)"
         PARQUET = "parquet", "Parquet"
+        DATABASE = "database", "Database table or query"
+
+    class SourceKind(models.TextChoices):
+        UPLOAD = "upload", "Uploaded file"
+        FOLDER = "folder", "Server folder"
+        S3 = "s3", "Object storage (S3)"
+        POSTGRES = "postgres", "PostgreSQL"
 
     FINAL_STATUSES = frozenset({Status.READY, Status.FAILED})
 
@@ -46,7 +53,21 @@ class Dataset(models.Model):
     name = models.CharField(max_length=255)
     original_filename = models.CharField(max_length=255)
     # Relative to MEDIA_ROOT; never exposed through a URL. Empty once a rejected file is removed.
+    # A registered source (not an upload) stores nothing there: the name only anchors its
+    # column store (``<file_path>.columns.parquet``).
     file_path = models.CharField(max_length=500)
+    #: Where the original is read from: an upload (in private storage) or a source registered
+    #: in place (``datasets.sources``), read where it stays each time the original is needed.
+    source_kind = models.CharField(
+        max_length=16, choices=SourceKind.choices, default=SourceKind.UPLOAD
+    )
+    #: The registered source: a resolved path, ``s3://bucket/key`` or
+    #: ``postgres://NAME?table=...`` / ``?query=...`` ("" for an upload).
+    source_locator = models.TextField(blank=True)
+    #: What a read must find: an S3 object's ETag (and version id), a database source's
+    #: content digest (recorded by its first read); "" for an upload or a folder file (their
+    #: SHA-256 is ``sha256``).
+    source_version = models.CharField(max_length=255, blank=True)
     sha256 = models.CharField(max_length=64)
     size_bytes = models.BigIntegerField()
     file_format = models.CharField(max_length=16, choices=Format.choices, default=Format.CSV)
@@ -100,6 +121,11 @@ class Dataset(models.Model):
     def lineage_id(self) -> int:
         """The id of the lineage's first dataset (its own for a first upload)."""
         return self.root_id or self.pk
+
+    @property
+    def is_registered(self) -> bool:
+        """Read in place from a registered source, not from an upload."""
+        return self.source_kind != self.SourceKind.UPLOAD
 
     @property
     def is_ready(self) -> bool:
