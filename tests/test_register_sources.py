@@ -21,6 +21,7 @@ from releases.core import storage
 from releases.datasets import column_store, profiling, sources
 from releases.models import AuditEvent, Dataset
 from tests.conftest import make_user
+from tests.support.api import client_for, token_for
 from tests.support.factories import synthetic_csv
 from tests.support.processes import free_port, wait_until
 
@@ -383,3 +384,56 @@ def test_database_refusals_leave_no_dataset(steward, databases, settings):
     # Nothing was written or deleted: the table is as it was.
     assert len(_select(databases, "SELECT * FROM people")) == 1500
 
+
+
+# --- The API --------------------------------------------------------------------------------
+
+
+def _register_over_api(user, **body):
+    return client_for(token_for(user)).post(
+        "/api/v1/datasets/register", body, content_type="application/json"
+    )
+
+
+def test_a_site_administrator_registers_a_folder_file_over_the_api(steward, allowed):
+    steward.is_staff = True
+    steward.save(update_fields=["is_staff"])
+    path = allowed / "people.csv"
+    path.write_text(synthetic_csv(40))
+    answer = _register_over_api(steward, source=str(path), name="Folder people")
+    assert answer.status_code == 201, answer.content
+    dataset = profiled(Dataset.objects.get(pk=answer.json()["id"]))
+    assert dataset.owner == steward and dataset.name == "Folder people"
+    assert_same_as(dataset, pd.read_csv(path, dtype=str, keep_default_na=False), "sex")
+    event = AuditEvent.objects.get(action=AuditEvent.Action.REGISTERED)
+    assert event.actor == steward and event.detail["via"] == "api"
+
+
+def test_a_steward_may_not_register_a_folder_file_over_the_api(steward, allowed):
+    path = allowed / "people.csv"
+    path.write_text(synthetic_csv(40))
+    answer = _register_over_api(steward, source=str(path))
+    assert answer.status_code == 403
+    assert "site administrators" in answer.json()["detail"]
+    # Whether a path exists is not told either.
+    assert _register_over_api(steward, source=str(allowed / "nothing.csv")).status_code == 403
+    assert not Dataset.objects.exists()
+
+
+def test_only_configured_sources_are_registered_over_the_api(steward, settings):
+    settings.SOURCE_S3_BUCKETS = []
+    settings.SOURCE_DATABASES = {}
+    for source in ("s3://any-bucket/people.csv", "postgres://warehouse?table=people"):
+        answer = _register_over_api(steward, source=source)
+        assert answer.status_code == 400, answer.content
+    assert "SOURCE_S3_BUCKETS" in _register_over_api(steward, source="s3://b-1/x.csv").json()[
+        "detail"
+    ]
+    assert not Dataset.objects.exists()
+
+
+def test_a_recipient_may_not_register(recipient, steward, settings):
+    settings.SOURCE_S3_BUCKETS = ["any-bucket"]
+    answer = _register_over_api(recipient, source="s3://any-bucket/people.csv")
+    assert answer.status_code == 403
+    assert not Dataset.objects.exists()

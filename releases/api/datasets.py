@@ -20,12 +20,14 @@ from releases.api.schemas import (
     HierarchyOut,
     KeyColumnIn,
     PageParams,
+    RegisterIn,
     RolesIn,
 )
 from releases.core import roles
 from releases.core.errors import InvalidInput
-from releases.datasets import selectors, services, versions
+from releases.datasets import registration, selectors, services, versions
 from releases.datasets.forms import UploadForm
+from releases.projects import selectors as project_selectors
 from releases.models import Dataset, DatasetColumn, Role
 
 router = Router(tags=["datasets"])
@@ -149,6 +151,20 @@ def upload_dataset(request: HttpRequest):
             form.cleaned_data["sheet"],
             form.cleaned_data["project"],
         )
+    return Status(201, dataset_out(dataset))
+
+
+@router.post("/register", response={201: DatasetOut, ERRORS: Problem})
+def register_dataset(request: HttpRequest, body: RegisterIn):
+    """Register a source that stays where it is, as the caller's dataset: an object in a bucket
+    the administrators allow, a table or single SELECT of a database they named, or (site
+    administrators only) a file in an allowed server folder. The same checks as an upload;
+    a worker profiles it in place: poll the dataset until its status is ``ready``."""
+    user = user_of(request)
+    roles.require(user, roles.STEWARDS, "register datasets")
+    with refused_as(400):
+        project = project_selectors.upload_project(user, body.project.strip())
+        dataset = registration.register_dataset(user, body.source, project.slug, user, body.name)
     return Status(201, dataset_out(dataset))
 
 

@@ -78,6 +78,16 @@ class DatasetDetail(DatasetOut):
     request_blocked: str
 
 
+class RegisterIn(Schema):
+    """A source registered in place: ``s3://bucket/key``, ``postgres://NAME?table=T`` or
+    ``?query=SELECT ...``, or (site administrators) a server path; the project's short name
+    (optional for a steward of one project), and a name for the dataset."""
+
+    source: str = Field(..., min_length=1, max_length=4000)
+    project: str = Field("", max_length=100)
+    name: str = Field("", max_length=255)
+
+
 class KeyColumnIn(Schema):
     """The lineage's key column ("" for none)."""
 

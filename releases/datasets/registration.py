@@ -36,8 +36,9 @@ def register_dataset(
     into = Project.objects.filter(slug=(project or "").strip()).first()
     if into is None:
         raise InvalidInput(f"No such project: {project}.")
+    # Who may register this kind of source is checked before the source is looked at.
+    rules.check_register(actor, owner, into, sources.kind_of(source))
     locator = sources.parse(source)
-    rules.check_register(actor, owner, into, locator.kind)
     found = sources.inspect(locator, read_limits(), settings.MAX_UPLOAD_BYTES)
     with transaction.atomic():
         dataset = Dataset.objects.create(

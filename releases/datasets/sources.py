@@ -88,12 +88,29 @@ class Inspected:
     row_count: int = 0
 
 
+def kind_of(text: str) -> str:
+    """The kind of source ``text`` names, from its form alone (nothing is looked at)."""
+    text = (text or "").strip()
+    if text.startswith("s3://"):
+        return Kind.S3
+    if text.startswith(("postgres://", "postgresql://")):
+        return Kind.POSTGRES
+    return Kind.FOLDER
+
+
 def parse(text: str) -> Locator:
     """``s3://bucket/key``, ``postgres://NAME?table=T`` or ``postgres://NAME?query=SELECT...``,
     else a path in a server folder. Raises ``InvalidInput`` for one that cannot be read."""
     text = (text or "").strip()
-    if not text:
+    if not text or not text.isprintable():
         raise InvalidInput("Name the source: a path, s3://bucket/key or postgres://NAME?table=T.")
+    try:
+        return _parse(text)
+    except ValueError as exc:  # urlsplit's refusal of a malformed address
+        raise InvalidInput(f"{text[:200]}: not a source that can be read ({exc}).") from None
+
+
+def _parse(text: str) -> Locator:
     if text.startswith("s3://"):
         return _parse_s3(text)
     if text.startswith(("postgres://", "postgresql://")):
