@@ -350,7 +350,7 @@ MAX_HIERARCHY_BYTES = int(os.environ.get("MAX_HIERARCHY_BYTES", 20 * 1024**2))
 MAX_HIERARCHY_ROWS = int(os.environ.get("MAX_HIERARCHY_ROWS", 100_000))
 
 # Sources registered in place (``manage.py register_dataset``, POST /api/v1/datasets/register;
-# see docs/registering-data.md), read where they stay, within the same bounds as uploads.
+# see docs/guide-administrator.md), read where they stay, within the same bounds as uploads.
 # DATA_IMPORT_DIRS: server folders (comma-separated) whose files a site administrator may
 # register; a path is resolved (symbolic links, "..") and must stay inside one of them.
 DATA_IMPORT_DIRS = env_list("DATA_IMPORT_DIRS", "")

@@ -1,7 +1,7 @@
 """Register a dataset whose original stays where it is: a file in a server folder an
 administrator allows (DATA_IMPORT_DIRS), an S3 object (s3://bucket/key) or a PostgreSQL table
 or query (postgres://NAME?table=T, postgres://NAME?query=SELECT ...). The worker profiles it in
-place. See docs/registering-data.md."""
+place. See docs/guide-administrator.md."""
 
 from __future__ import annotations
 
