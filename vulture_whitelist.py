@@ -127,3 +127,7 @@ _.OIDC_OP_TOKEN_ENDPOINT  # attribute, releases/accounts/oidc.py (read by mozill
 _.OIDC_OP_JWKS_ENDPOINT  # attribute, releases/accounts/oidc.py (read by mozilla-django-oidc)
 _.get_or_create_user  # method, releases/accounts/oidc.py (called by mozilla-django-oidc)
 http_method_names  # variable, releases/accounts/oidc.py (Django views)
+_.readable  # method, releases/datasets/sources.py (io.RawIOBase)
+_.seekable  # method, releases/datasets/sources.py (io.RawIOBase)
+_.tell  # method, releases/datasets/sources.py (io.RawIOBase)
+_.readinto  # method, releases/datasets/sources.py (io.RawIOBase)

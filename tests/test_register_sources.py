@@ -364,9 +364,7 @@ def test_database_refusals_leave_no_dataset(steward, databases, settings):
     message = refused("postgres://warehouse?query=SELECT id FROM secret")
     assert "permission denied for table secret" in message
     assert "single SELECT" in refused("postgres://warehouse?query=DELETE FROM people")
-    assert "single SELECT" in refused(
-        "postgres://warehouse?query=SELECT 1; DROP TABLE people"
-    )
+    assert "single SELECT" in refused("postgres://warehouse?query=SELECT 1; DROP TABLE people")
     assert "single SELECT" in refused(
         "postgres://warehouse?query=WITH d AS (DELETE FROM people RETURNING *) SELECT * FROM d"
     )
@@ -383,7 +381,6 @@ def test_database_refusals_leave_no_dataset(steward, databases, settings):
     assert "MAX_COLUMNS" in refused("postgres://warehouse?table=people")
     # Nothing was written or deleted: the table is as it was.
     assert len(_select(databases, "SELECT * FROM people")) == 1500
-
 
 
 # --- The API --------------------------------------------------------------------------------
@@ -426,9 +423,9 @@ def test_only_configured_sources_are_registered_over_the_api(steward, settings):
     for source in ("s3://any-bucket/people.csv", "postgres://warehouse?table=people"):
         answer = _register_over_api(steward, source=source)
         assert answer.status_code == 400, answer.content
-    assert "SOURCE_S3_BUCKETS" in _register_over_api(steward, source="s3://b-1/x.csv").json()[
-        "detail"
-    ]
+    assert (
+        "SOURCE_S3_BUCKETS" in _register_over_api(steward, source="s3://b-1/x.csv").json()["detail"]
+    )
     assert not Dataset.objects.exists()
 
 

@@ -27,8 +27,8 @@ from releases.core import roles
 from releases.core.errors import InvalidInput
 from releases.datasets import registration, selectors, services, versions
 from releases.datasets.forms import UploadForm
-from releases.projects import selectors as project_selectors
 from releases.models import Dataset, DatasetColumn, Role
+from releases.projects import selectors as project_selectors
 
 router = Router(tags=["datasets"])
 

@@ -77,9 +77,7 @@ def scan_original(dataset: Dataset, limits: ReadLimits | None = None) -> Iterato
         return
     with storage.local_path(dataset.file_path) as path:
         _check_sha256(path, dataset.sha256)
-        scan = tabular.open_table(
-            path, _stored_format(dataset), dataset.original_filename, limits
-        )
+        scan = tabular.open_table(path, _stored_format(dataset), dataset.original_filename, limits)
         yield scan
 
 

@@ -397,10 +397,14 @@ def _parse_database(text: str) -> Locator:
         table = unquote_plus(query.removeprefix("table=")).strip()
         if not TABLE_NAME.match(table):
             raise InvalidInput(f"{table!r} is not a table name (table or schema.table).")
-        return Locator(Kind.POSTGRES, f"postgres://{name}?table={table}", database=name, table=table)
+        return Locator(
+            Kind.POSTGRES, f"postgres://{name}?table={table}", database=name, table=table
+        )
     if query.startswith("query="):
         select = check_select(unquote_plus(query.removeprefix("query=")))
-        return Locator(Kind.POSTGRES, f"postgres://{name}?query={select}", database=name, query=select)
+        return Locator(
+            Kind.POSTGRES, f"postgres://{name}?query={select}", database=name, query=select
+        )
     raise InvalidInput(f"{text}: name a table (?table=T) or a query (?query=SELECT ...).")
 
 
@@ -545,7 +549,6 @@ def scan_database(dataset: Dataset, limits: ReadLimits) -> DatabaseScan:
         text_bytes = 0
         try:
             with connection.cursor(name="anonymizer_source") as cursor:
-                cursor.itersize = DATABASE_BATCH_ROWS
                 cursor.execute(query)
                 while fetched := cursor.fetchmany(DATABASE_BATCH_ROWS):
                     columns = list(zip(*fetched, strict=True))

@@ -68,7 +68,6 @@ RATIO_GRACE_BYTES = 1024 * 1024
 CSV, TSV, XLSX, PARQUET = "csv", "tsv", "xlsx", "parquet"
 
 
-
 @runtime_checkable
 class StreamSource(Protocol):
     """A table that stays where it is (object storage, a remote file): each :meth:`open` is a
