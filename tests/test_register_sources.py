@@ -17,7 +17,7 @@ import psycopg
 import pytest
 from django.core.management import CommandError, call_command
 
-from releases.core import storage
+from releases.core import backup, storage
 from releases.datasets import column_store, profiling, sources
 from releases.models import AuditEvent, Dataset
 from tests.conftest import make_user
@@ -87,6 +87,8 @@ def test_a_folder_file_is_registered_and_profiled_in_place(steward, allowed, cli
     client.force_login(steward)
     page = client.get(f"/datasets/{dataset.pk}/").content.decode()
     assert str(path) in page and "Server folder" in page
+    # A backup's check of stored files does not look for an original in storage.
+    assert f"dataset #{dataset.pk}" not in " ".join(r.what for r in backup.recorded_files())
     # Deleting the dataset leaves the source where it is.
     client.post(f"/datasets/{dataset.pk}/delete/")
     assert not Dataset.objects.exists() and path.exists()

@@ -286,8 +286,8 @@ class Recorded:
 
 def recorded_files() -> list[Recorded]:
     """Every stored file the database records a SHA-256 of: release files (an extract's
-    formats, a statistics release's tables), the extract of each request, datasets' originals
-    and attacker files."""
+    formats, a statistics release's tables), the extract of each request, uploaded datasets'
+    originals and attacker files."""
     found: dict[str, Recorded] = {}
 
     def add(name: str, sha256: str, what: str) -> None:
@@ -305,7 +305,9 @@ def recorded_files() -> list[Recorded]:
         "id", "extract_path", "extract_sha256"
     ):
         add(path, sha256, f"the extract of request #{request_id}")
-    for dataset_id, path, sha256 in Dataset.objects.order_by("id").values_list(
+    # A registered source stays where it is: storage holds no original of it.
+    uploads = Dataset.objects.filter(source_kind=Dataset.SourceKind.UPLOAD)
+    for dataset_id, path, sha256 in uploads.order_by("id").values_list(
         "id", "file_path", "sha256"
     ):
         add(path, sha256, f"the original of dataset #{dataset_id}")
