@@ -6,6 +6,7 @@ independently; each refusal is a clear error that leaves no dataset behind."""
 from __future__ import annotations
 
 import io
+import json
 import subprocess
 import sys
 import urllib.request
@@ -313,7 +314,7 @@ def warehouse(postgres_database):
 
 
 @pytest.fixture
-def databases(settings, warehouse):
+def source_databases(settings, warehouse):
     settings.SOURCE_DATABASES = {"warehouse": warehouse}
     return warehouse
 
@@ -327,24 +328,24 @@ def _select(url: str, query: str) -> pd.DataFrame:
 
 
 @pytest.mark.postgres
-def test_a_table_is_registered_and_profiled_in_place(steward, databases):
+def test_a_table_is_registered_and_profiled_in_place(steward, source_databases):
     dataset = register("postgres://warehouse?table=people")
     assert dataset.source_kind == Dataset.SourceKind.POSTGRES
     assert dataset.row_count == 1500  # counted at registration
     dataset = profiled(dataset)
-    assert_same_as(dataset, _select(databases, "SELECT * FROM people"), "zip")
+    assert_same_as(dataset, _select(source_databases, "SELECT * FROM people"), "zip")
     assert dataset.source_version  # the digest of its rows, for later reads
 
 
 @pytest.mark.postgres
-def test_a_query_is_registered_and_profiled_in_place(steward, databases):
+def test_a_query_is_registered_and_profiled_in_place(steward, source_databases):
     query = "SELECT zip, sex, age FROM people WHERE age > 40"
     dataset = profiled(register(f"postgres://warehouse?query={query}"))
-    assert_same_as(dataset, _select(databases, query), "sex")
+    assert_same_as(dataset, _select(source_databases, query), "sex")
 
 
 @pytest.mark.postgres
-def test_a_table_changed_since_its_first_read_is_refused(steward, databases, warehouse):
+def test_a_table_changed_since_its_first_read_is_refused(steward, source_databases, warehouse):
     dataset = profiled(register("postgres://warehouse?table=people"))
     storage.delete_quietly(column_store.name_of(dataset))  # a later read: the store rebuilt
     admin = warehouse.replace("postgresql://reader@", "postgresql://postgres@")
@@ -360,7 +361,7 @@ def test_a_table_changed_since_its_first_read_is_refused(steward, databases, war
 
 
 @pytest.mark.postgres
-def test_database_refusals_leave_no_dataset(steward, databases, settings):
+def test_database_refusals_leave_no_dataset(steward, source_databases, settings):
     message = refused("postgres://warehouse?table=secret")
     assert "secret" in message and "SELECT" in message
     message = refused("postgres://warehouse?query=SELECT id FROM secret")
@@ -382,7 +383,7 @@ def test_database_refusals_leave_no_dataset(steward, databases, settings):
     settings.MAX_COLUMNS = 2
     assert "MAX_COLUMNS" in refused("postgres://warehouse?table=people")
     # Nothing was written or deleted: the table is as it was.
-    assert len(_select(databases, "SELECT * FROM people")) == 1500
+    assert len(_select(source_databases, "SELECT * FROM people")) == 1500
 
 
 # --- The API --------------------------------------------------------------------------------
@@ -436,3 +437,44 @@ def test_a_recipient_may_not_register(recipient, steward, settings):
     answer = _register_over_api(recipient, source="s3://any-bucket/people.csv")
     assert answer.status_code == 403
     assert not Dataset.objects.exists()
+
+
+# --- A real worker --------------------------------------------------------------------------
+
+
+@pytest.mark.integration
+@pytest.mark.s3
+@pytest.mark.postgres
+@pytest.mark.django_db(transaction=True)
+def test_a_real_worker_profiles_registered_sources_in_place(
+    steward, bucket, source_databases, start_worker, settings
+):
+    """The worker process reads its settings from the environment, like the web's."""
+    bucket.put_object(Bucket=BUCKET, Key="people.csv", Body=synthetic_csv(700).encode())
+    environment = {
+        "SOURCE_S3_BUCKETS": BUCKET,
+        "SOURCE_S3_ENDPOINT_URL": settings.SOURCE_S3_ENDPOINT_URL,
+        "SOURCE_S3_REGION": "us-east-1",
+        "SOURCE_S3_ACCESS_KEY_ID": "testing",
+        "SOURCE_S3_SECRET_ACCESS_KEY": "testing",
+        "SOURCE_DATABASES": json.dumps(settings.SOURCE_DATABASES),
+    }
+    with start_worker(**environment):
+        call_command(
+            "register_dataset", f"s3://{BUCKET}/people.csv", project="default", owner="steward"
+        )
+        call_command(
+            "register_dataset",
+            "postgres://warehouse?table=people",
+            project="default",
+            owner="steward",
+        )
+
+        def all_final() -> bool:
+            return all(d.is_final for d in Dataset.objects.all())
+
+        wait_until(all_final, 120, "the worker to profile the registered datasets")
+    from_s3 = Dataset.objects.get(source_kind=Dataset.SourceKind.S3)
+    from_table = Dataset.objects.get(source_kind=Dataset.SourceKind.POSTGRES)
+    assert_same_as(from_s3, _object_frame(bucket, "people.csv"), "zip")
+    assert_same_as(from_table, _select(source_databases, "SELECT * FROM people"), "diagnosis")

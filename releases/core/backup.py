@@ -307,9 +307,7 @@ def recorded_files() -> list[Recorded]:
         add(path, sha256, f"the extract of request #{request_id}")
     # A registered source stays where it is: storage holds no original of it.
     uploads = Dataset.objects.filter(source_kind=Dataset.SourceKind.UPLOAD)
-    for dataset_id, path, sha256 in uploads.order_by("id").values_list(
-        "id", "file_path", "sha256"
-    ):
+    for dataset_id, path, sha256 in uploads.order_by("id").values_list("id", "file_path", "sha256"):
         add(path, sha256, f"the original of dataset #{dataset_id}")
     for request_id, path, sha256 in AttackerFile.objects.order_by("id").values_list(
         "request_id", "path", "sha256"
