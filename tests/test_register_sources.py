@@ -400,6 +400,10 @@ def test_a_site_administrator_registers_a_folder_file_over_the_api(steward, allo
     steward.save(update_fields=["is_staff"])
     path = allowed / "people.csv"
     path.write_text(synthetic_csv(40))
+    read_only = client_for(token_for(steward, "read")).post(
+        "/api/v1/datasets/register", {"source": str(path)}, content_type="application/json"
+    )
+    assert read_only.status_code == 403 and not Dataset.objects.exists()
     answer = _register_over_api(steward, source=str(path), name="Folder people")
     assert answer.status_code == 201, answer.content
     dataset = profiled(Dataset.objects.get(pk=answer.json()["id"]))
