@@ -61,9 +61,11 @@ test-serial: install-test
 	$(PY) -m pytest -m "$(SERIAL)"
 
 # The fast tier: no process, browser or PostgreSQL; a test that starts a process without a
-# full-tier marker fails here (tests/support/tiers.py).
+# full-tier marker fails here (tests/support/tiers.py). Work stealing hands each worker a run of
+# neighbouring tests, so a module's shared fixtures are made once per worker, not again each
+# time the worker comes back to the module.
 test-fast: install-test
-	$(PY) -m pytest --fast -n $(TEST_WORKERS)
+	$(PY) -m pytest --fast -n $(TEST_WORKERS) --dist worksteal
 
 # The engine's tests again on a second supported Python (3.11-3.13), when the machine has one.
 test-second-python:

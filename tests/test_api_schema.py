@@ -78,13 +78,22 @@ def api_schema(token):
         request_finished.connect(close_old_connections)
 
 
-def test_the_api_conforms_to_its_schema(api_schema, token, django_capture_on_commit_callbacks):
-    """Each operation in turn (one test: schemathesis's per-operation pytest tests need a
-    pytest older than the suite's), positive and negative examples; all failures listed."""
+#: The operations are called in this many shares, one test each, so that parallel workers share
+#: them (each test makes its own token and data).
+SHARES = 3
+
+
+@pytest.mark.parametrize("share", range(SHARES))
+def test_the_api_conforms_to_its_schema(
+    api_schema, token, django_capture_on_commit_callbacks, share
+):
+    """Each operation of the share in turn (not schemathesis's per-operation pytest tests: they
+    need a pytest older than the suite's), positive and negative examples; all failures
+    listed. Together the shares call every operation."""
     failures: dict[str, str] = {}
     operations = [result.ok() for result in api_schema.get_all_operations()]
     assert len(operations) >= 20
-    for operation in operations:
+    for operation in operations[share::SHARES]:
         for mode in (GenerationMode.POSITIVE, GenerationMode.NEGATIVE):
 
             @given(case=operation.as_strategy(generation_mode=mode))

@@ -28,6 +28,7 @@ from releases.review import report
 from releases.review import services as review
 from tests.conftest import ADULT, hierarchy_upload
 from tests.support import factories
+from tests.support.frames import join_rows
 from tests.support.workflow import approve, download, form_data, request_release, run, tag
 
 pytestmark = pytest.mark.django_db
@@ -77,7 +78,7 @@ def generalized(original: pd.DataFrame, levels: dict[str, int]) -> pd.DataFrame:
 def classes_at(original: pd.DataFrame, levels: dict[str, int], k: int = K) -> pd.Series:
     """Per source row its class (the generalized values joined), or None when its class has
     fewer than k rows (k-anonymity suppresses it)."""
-    key = generalized(original, levels).agg("|".join, axis=1)
+    key = join_rows(generalized(original, levels), "|")
     size = key.map(key.value_counts())
     return key.where(size >= k, None)
 
@@ -92,7 +93,7 @@ def assert_release_is(frame: pd.DataFrame, original: pd.DataFrame, classes: pd.S
     of quasi-identifier values)."""
     kept = classes.dropna()
     expected = kept.value_counts().sort_index()
-    got = frame[QIS].agg("|".join, axis=1).value_counts().sort_index()
+    got = join_rows(frame[QIS], "|").value_counts().sort_index()
     assert got.to_dict() == expected.to_dict()
     assert sorted(frame["workclass"]) == sorted(original.loc[kept.index, "workclass"])
 
@@ -325,8 +326,8 @@ def test_the_protected_search_is_safe_with_the_earlier_release_and_names_it(
     levels = protected.summary["levels"]
     # Independently: rebuild the release from its levels and its released file, then group.
     _, frame = released(approve(officer, protected, recipient), recipient)
-    kept = set(frame[QIS].agg("|".join, axis=1))  # a class is released whole or not at all
-    new = generalized(original, {q: levels[q] for q in QIS}).agg("|".join, axis=1)
+    kept = set(join_rows(frame[QIS], "|"))  # a class is released whole or not at all
+    new = join_rows(generalized(original, {q: levels[q] for q in QIS}), "|")
     new = new.where(new.isin(kept), None)
     assert_release_is(frame, original, new)
     sizes = joint_sizes(new, classes_at(original, FIRST))

@@ -14,18 +14,21 @@ from datetime import timedelta
 
 import pytest
 from django.apps import apps
-from django.test import Client
+from django.db import transaction
+from django.test import Client, override_settings
 from django.urls import URLPattern, reverse
 from django.utils import timezone
 
 from releases import urls as release_urls
+from releases.core import roles
 from releases.datasets import budget, risk
 from releases.models import AuditEvent, Dataset, EquivalenceClass, OutboxMessage, ReleaseRequest
 from releases.requests import recipes
 from releases.requests import services as sharing
 from releases.statistics import run as statistics_run
 from releases.statistics import services as statistics
-from tests.support import factories
+from tests.conftest import READY_ROLES, make_user
+from tests.support import factories, workflow
 from tests.support.workflow import approve, request_release, run
 
 pytestmark = pytest.mark.django_db
@@ -46,12 +49,40 @@ def snapshot() -> dict[str, tuple[int, str]]:
 LONG_AGO = timezone.now() - timedelta(hours=1)
 
 
-@pytest.fixture
-def world(ready_request, steward, officer, recipient, monkeypatch):
+@pytest.fixture(scope="module")
+def made(django_db_setup, django_db_blocker, tmp_path_factory):
+    """The module's world, made once inside a transaction of the module's own: every test runs in
+    a savepoint of it (rolled back) and the whole is rolled back at the end, as if each test had
+    made it in its own transaction. Its people stand in for the fixtures of the same names."""
+    media = tmp_path_factory.mktemp("get-reads-only-media")
+    with django_db_blocker.unblock():
+        atomic = transaction.atomic()
+        atomic.__enter__()
+    try:
+        with django_db_blocker.unblock(), override_settings(MEDIA_ROOT=media):
+            yield build_world(media)
+    finally:
+        with django_db_blocker.unblock():
+            transaction.set_rollback(True)
+            atomic.__exit__(None, None, None)
+
+
+def build_world(media) -> dict:
     """A dataset with a request ready for review, an approved extract naming ``recipient``
     (who accepted its terms) and an approved statistics release naming them too; and what a
     page once resolved as it read it: a run and a profiling whose workers died, a queued
     request whose message went out long ago, a dataset too large to measure in a page."""
+    steward = make_user("steward", roles.STEWARDS)
+    steward.email = "steward@example.org"
+    steward.save(update_fields=["email"])
+    people = {
+        "steward": steward,
+        "other_steward": make_user("steward2", roles.STEWARDS),
+        "officer": make_user("officer", roles.OFFICERS),
+        "recipient": make_user("recipient", roles.RECIPIENTS),
+    }
+    officer, recipient = people["officer"], people["recipient"]
+    ready_request = workflow.ready_release(steward, factories.synthetic_csv(), READY_ROLES)
     dataset = ready_request.dataset
     approved = approve(officer, run(request_release(steward, dataset)), recipient)
     sharing.accept_terms(recipient, approved.pk)
@@ -72,9 +103,8 @@ def world(ready_request, steward, officer, recipient, monkeypatch):
     Dataset.objects.filter(pk=lost_profiling.pk).update(
         status=Dataset.Status.PROFILING, attempts=1, worker="gone:1", heartbeat_at=LONG_AGO
     )
-    monkeypatch.setattr(risk, "INLINE_RISK_ROWS", 10)  # the 300 rows are measured by a worker
     recipe = recipes.save_recipe(steward, ready_request.pk, "Monthly")
-    return {
+    values = {
         "recipe_id": [recipe.pk],
         "dataset_id": [dataset.pk, lost_profiling.pk],
         "column_id": [dataset.columns.get(name="age").pk],
@@ -84,6 +114,40 @@ def world(ready_request, steward, officer, recipient, monkeypatch):
         "fmt": ["csv", "xlsx", "parquet", "json"],
         "slug": ["default", "no-such-project"],
     }
+    return {"people": people, "media": media, "values": values}
+
+
+@pytest.fixture
+def private_media_root(settings, made):
+    """The world's files are in the module's folder."""
+    settings.MEDIA_ROOT = made["media"]
+    return settings.MEDIA_ROOT
+
+
+@pytest.fixture
+def world(made, monkeypatch):
+    monkeypatch.setattr(risk, "INLINE_RISK_ROWS", 10)  # the 300 rows are measured by a worker
+    return made["values"]
+
+
+@pytest.fixture
+def steward(made):
+    return made["people"]["steward"]
+
+
+@pytest.fixture
+def other_steward(made):
+    return made["people"]["other_steward"]
+
+
+@pytest.fixture
+def officer(made):
+    return made["people"]["officer"]
+
+
+@pytest.fixture
+def recipient(made):
+    return made["people"]["recipient"]
 
 
 def addresses(values: dict[str, list]) -> list[tuple[str, str]]:

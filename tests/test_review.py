@@ -1,4 +1,5 @@
-"""The review workflow: its state machine, blind votes, approvals bound to bytes, rounds."""
+"""The review workflow: blind votes, approvals bound to bytes, rounds (its state machine:
+tests/test_review_states.py)."""
 
 from __future__ import annotations
 
@@ -32,59 +33,6 @@ DECISIONS = [d.value for d in Review.Decision]
 
 def make_dataset(user):
     return factories.make_dataset(user, synthetic_csv(), "people.csv")
-
-
-# --- The state machine ------------------------------------------------------------------------
-
-EXPECTED = {
-    (State.READY, "approve"): State.APPROVED,
-    (State.READY, "changes"): State.CHANGES_REQUESTED,
-    (State.READY, "reject"): State.REJECTED,
-}
-
-
-@pytest.mark.parametrize("state", ALL_STATES)
-@pytest.mark.parametrize("decision", DECISIONS)
-def test_every_review_transition_is_allowed_or_refused(ready_request, officer, state, decision):
-    ReleaseRequest.objects.filter(pk=ready_request.pk).update(state=state)
-    expected = EXPECTED.get((state, decision))
-    if expected is None:
-        with pytest.raises(InvalidInput, match="only a request that is ready for review"):
-            review.review(officer, ready_request.pk, decision, "a comment")
-        assert not Review.objects.exists()
-    else:
-        review.review(officer, ready_request.pk, decision, "a comment")
-        assert Review.objects.get().decision == decision
-    ready_request.refresh_from_db()
-    assert ready_request.state == (expected or state)
-    assert (ready_request.decided_at is not None) == (expected is not None)
-
-
-RESUBMITTABLE = {State.CHANGES_REQUESTED, State.FAILED, State.CANCELLED}
-
-
-@pytest.mark.parametrize("state", ALL_STATES)
-def test_every_resubmit_transition_is_allowed_or_refused(
-    ready_request, steward, state, django_capture_on_commit_callbacks
-):
-    ReleaseRequest.objects.filter(pk=ready_request.pk).update(state=state)
-    params = ReleaseParameters(k=10, suppression_limit=0.1)
-    if state in RESUBMITTABLE:
-        with django_capture_on_commit_callbacks(execute=False) as callbacks:
-            release.resubmit(steward, ready_request.pk, params, "Coarser, as asked.")
-        ready_request.refresh_from_db()
-        assert (ready_request.state, ready_request.round, ready_request.privacy_model.k) == (
-            State.QUEUED,
-            2,
-            10,
-        )
-        assert len(callbacks) == 2  # the old files removed, the new run enqueued
-        assert ReleaseRound.objects.get(request=ready_request).outcome == state
-    else:
-        with pytest.raises(InvalidInput, match="can be resubmitted"):
-            release.resubmit(steward, ready_request.pk, params, "Coarser.")
-        ready_request.refresh_from_db()
-        assert (ready_request.state, ready_request.round) == (state, 1)
 
 
 # --- Who may do what ---------------------------------------------------------------------------

@@ -24,6 +24,7 @@ from releases.engine import AnonymizationConfig, EngineError, Hierarchy, Privacy
 from releases.engine.cli import run
 from releases.engine.microaggregation import parse_microaggregate
 from tests.conftest import ADULT
+from tests.support.frames import join_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 RESULTS = ROOT / "bench" / "arx" / "results"
@@ -73,9 +74,9 @@ def test_the_release_is_arxs(adult, adult_hierarchies, name):
     full = adult.copy()
     full[case["qis"]] = "*"
     full.iloc[result.source_rows] = result.data[list(adult.columns)].to_numpy()
-    lines = full.agg(";".join, axis=1)
+    lines = join_rows(full, ";")
     assert hashlib.sha256("\n".join(lines).encode()).hexdigest() == arx["released"]["sha256"]
-    keys = full[generalized].agg("|".join, axis=1)
+    keys = join_rows(full[generalized], "|")
     for column in micro:
         ours = dict(zip(keys, full[column], strict=True))
         assert ours == arx["released"]["aggregates"][column]
