@@ -1,0 +1,518 @@
+"""The same job on Apache Spark: what grows with the rows runs on the cluster, the search on
+the driver, with the engine's own code at every step.
+
+Spark reads the input (one CSV or Parquet file, every cell as text, a missing cell ""),
+numbers its rows in input order, and computes the frequency table of the quasi-identifiers
+and the sensitive columns (a group-by with each combination's count and first row). The
+driver runs the search on that table (:meth:`.lattice.EncodedData.from_frequencies`, the same
+search as in process) and builds the :class:`.streaming.ReleasePlan`, which Spark broadcasts:
+each partition applies :func:`.streaming.release_batch` to its rows (``mapInArrow``), Spark
+sorts the released rows by their place in the file (:func:`.streaming.order_keys` of the seed
+and the input row), and each partition of the sorted rows is written as CSV (the engine's
+writer) into a scratch folder beside the output. The driver appends the parts in order into
+the output file: its bytes are those the in-process engine writes for the same seed.
+
+The scratch folder must be visible to the driver and to every executor (a local cluster, or a
+shared file system on a real one; see docs/scaling.md). A run that fails (the master cannot be
+reached, an executor is lost, the input is missing or malformed) raises :class:`SparkError`
+with one sentence for the person who ran it, and leaves no output: the output files are
+written under temporary names and renamed at the end, the scratch folder is removed.
+Spark's own task retries are off (``spark.task.maxFailures`` 1): a lost executor fails the
+run, which is retried as a whole (by the person, or by the worker's lease recovery), so that
+every part is written by exactly one attempt.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import hashlib
+import os
+import pickle
+import re
+import shutil
+import socket
+import tempfile
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import IO, Any
+from urllib.parse import urlparse
+
+import numpy as np
+import pandas as pd
+import pyarrow as pa
+
+from .errors import EngineError
+from .export import csv_header, csv_rows
+from .frequency import FIRST, ROWS, FrequencyTable
+from .streaming import ORDER, ReleasePlan, anonymize_frequencies, plan_release, release_batch
+from .tabular import TableError, check_header, detect_delimiter
+from .types import AnonymizationConfig, AnonymizationResult, ProgressCallback
+
+try:  # the optional extra `spark` (pip install -e '.[spark]'): needed only when a run asks
+    from pyspark import TaskContext
+    from pyspark.sql import SparkSession
+    from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
+    from pyspark.sql import types as T  # noqa: N812
+
+    PYSPARK = True
+except ImportError:  # pragma: no cover - without the extra
+    PYSPARK = False
+
+__all__ = [
+    "ROW",
+    "SparkError",
+    "SparkRelease",
+    "check_master",
+    "connect",
+    "frequency_table",
+    "read_input",
+    "release_on_spark",
+    "write_released",
+]
+
+#: The column of each row's 0-based index in the input, added by :func:`read_input`.
+ROW = "__row"
+#: The released rows' sort key: the order key as a signed 64-bit integer (Spark has no
+#: unsigned type; flipping the top bit keeps the order).
+_SIGN = np.uint64(1 << 63)
+#: Spark's log: warnings and errors only (its startup notes would fill the command's output).
+_LOG4J = """rootLogger.level = error
+rootLogger.appenderRef.stderr.ref = console
+appender.console.type = Console
+appender.console.name = console
+appender.console.target = SYSTEM_ERR
+appender.console.layout.type = PatternLayout
+appender.console.layout.pattern = %d{HH:mm:ss} spark %p %c{1}: %m%n
+"""
+
+
+class SparkError(EngineError):
+    """The Spark run failed: the message says why, in one sentence."""
+
+
+# --------------------------------------------------------------------------- the cluster
+
+
+def check_master(master: str, timeout: float) -> None:
+    """Refuse a master URL that is malformed or does not answer within ``timeout`` seconds
+    (``local[N]`` is always there)."""
+    if re.fullmatch(r"local(\[(\d+|\*)(,\d+)?\])?", master):
+        return
+    parsed = urlparse(master)
+    try:
+        port = parsed.port or 7077
+    except ValueError:
+        port = -1
+    if parsed.scheme != "spark" or not parsed.hostname or port < 0:
+        raise SparkError(f"The Spark master {master!r} is neither spark://HOST:PORT nor local[N].")
+    try:
+        with socket.create_connection((parsed.hostname, port), timeout=timeout):
+            pass
+    except OSError as exc:
+        reason = "no answer" if isinstance(exc, TimeoutError) else exc.strerror or str(exc)
+        raise SparkError(
+            f"The Spark master at {master} cannot be reached ({reason}, waited up to "
+            f"{timeout:g} s): is the cluster running?"
+        ) from None
+
+
+def connect(master: str, timeout: float = 10.0, app_name: str = "anonymizer") -> Any:
+    """A SparkSession on ``master`` (after :func:`check_master`); the caller stops it."""
+    if not PYSPARK:
+        raise SparkError(
+            "Spark was asked for, but pyspark is not installed: pip install -e '.[spark]'."
+        )
+    check_master(master, timeout)
+    log_config = Path(tempfile.gettempdir()) / "anonymizer-spark-log4j2.properties"
+    if not log_config.exists():
+        log_config.write_text(_LOG4J, encoding="utf-8")
+    java_options = f"-Dlog4j2.configurationFile=file:{log_config}"
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        # A lost executor fails the run (retried as a whole): every part is written once.
+        .config("spark.task.maxFailures", "1")
+        .config("spark.driver.host", _driver_host(master))
+        .config("spark.driver.bindAddress", _driver_host(master))
+        .config("spark.driver.extraJavaOptions", java_options)
+        .config("spark.executor.extraJavaOptions", java_options)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.adaptive.enabled", "false")
+        .config("spark.executor.memory", os.environ.get("SPARK_EXECUTOR_MEMORY", "512m"))
+    )
+    try:
+        with warnings.catch_warnings():
+            # pyspark warns about pandas 3 for pandas-on-Spark; only its Arrow path is used.
+            warnings.simplefilter("ignore", FutureWarning)
+            session = builder.getOrCreate()
+    except Exception as exc:  # the JVM's errors: one sentence, never a stack trace
+        raise SparkError(f"Spark could not start on {master}: {_first_line(exc)}") from None
+    return session
+
+
+def _driver_host(master: str) -> str:
+    """The address executors reach the driver on: loopback for a cluster on this machine."""
+    host = urlparse(master).hostname if master.startswith("spark://") else None
+    if host in (None, "127.0.0.1", "localhost"):
+        return "127.0.0.1"
+    return socket.gethostbyname(socket.gethostname())
+
+
+def _first_line(exc: BaseException) -> str:
+    """The reason a Spark or Java exception gives, without Java's stack trace."""
+    text = str(getattr(exc, "desc", None) or exc)
+    for line in text.splitlines():
+        line = line.strip()
+        if line and not line.startswith(("at ", "Traceback", "JVM stacktrace", "File ")):
+            for prefix in ("org.apache.spark.SparkException: ", "java.io.IOException: "):
+                line = line.replace(prefix, "")
+            return line.rstrip(".") + "."
+    return type(exc).__name__
+
+
+_LOST = re.compile(
+    r"ExecutorLost|executor \S+ exited|Remote RPC client disassociated|Executor heartbeat timed out"
+    r"|Python worker exited unexpectedly|Connection reset|crashed",
+    re.IGNORECASE,
+)
+
+
+@contextlib.contextmanager
+def spark_errors(what: str) -> Iterator[None]:
+    """Turn Spark's and Java's exceptions in the block into one :class:`SparkError`."""
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", FutureWarning)
+            yield
+    except EngineError:
+        raise
+    except Exception as exc:
+        text = str(getattr(exc, "desc", None) or exc)
+        if _LOST.search(text):
+            message = (
+                "a Spark executor was lost in the middle of the run (its process ended); "
+                "nothing was written: run it again."
+            )
+        elif "PATH_NOT_FOUND" in text or "Path does not exist" in text:
+            message = f"the input does not exist ({_first_line(exc)})"
+        elif "Malformed" in text or "MALFORMED" in text:
+            message = "a row does not have the header's number of fields (or a cell is malformed)."
+        else:
+            message = _first_line(exc)
+        raise SparkError(f"Spark failed while {what}: {message}") from None
+
+
+# --------------------------------------------------------------------------- reading
+
+
+@dataclass
+class Input:
+    """The input as Spark reads it: every column text (a missing cell ""), plus :data:`ROW`."""
+
+    frame: Any  # pyspark.sql.DataFrame
+    columns: list[str]
+    delimiter: str  # the extract's delimiter: the input's for text, "," for Parquet
+    rows: int
+
+
+def _local(path: str) -> Path | None:
+    parsed = urlparse(path)
+    if parsed.scheme == "file":
+        return Path(parsed.path)
+    if parsed.scheme == "":
+        return Path(path)
+    return None
+
+
+def _is_parquet(path: str) -> bool:
+    return path.lower().endswith((".parquet", ".parq", ".pq"))
+
+
+def read_input(spark: Any, path: str, delimiter: str | None = None) -> Input:
+    """Read ``path`` (one CSV/TSV or Parquet file; a local path or a URI Spark reads, e.g.
+    ``s3a://``) with Spark: every cell as text, "" for a missing cell, and each row's input
+    index in :data:`ROW`."""
+    local = _local(path)
+    if local is not None:
+        if not local.exists():
+            raise SparkError(f"The input {path} does not exist.")
+        if local.is_dir():
+            raise SparkError(f"The input {path} is a folder: give one CSV or Parquet file.")
+        path = local.resolve().as_uri()
+    with spark_errors(f"reading {path}"):
+        if _is_parquet(path):
+            raw = spark.read.parquet(path)
+            columns = _check_header(list(raw.columns))
+            sep = ","
+        else:
+            first = spark.read.text(path).first()
+            if first is None:
+                raise SparkError(f"The input {path} is empty.")
+            header_line = str(first[0]).lstrip("\ufeff")
+            sep = delimiter or detect_delimiter(header_line)
+            columns = _check_header(next(csv.reader([header_line], delimiter=sep)))
+            raw = spark.read.csv(
+                path,
+                header=True,
+                sep=sep,
+                quote='"',
+                escape='"',
+                encoding="UTF-8",
+                inferSchema=False,
+                mode="FAILFAST",
+                enforceSchema=True,
+            )
+            if len(raw.columns) != len(columns):
+                raise SparkError(
+                    f"The header of {path} could not be read as {len(columns)} columns."
+                )
+        return _indexed(raw, columns, sep)
+
+
+def _check_header(names: list[str]) -> list[str]:
+    try:
+        return check_header(names)
+    except TableError as exc:
+        raise SparkError(str(exc)) from None
+
+
+def _indexed(raw: Any, columns: list[str], sep: str) -> Input:
+    """Every column as text ("" for missing), named as the header says, plus :data:`ROW`:
+    the rows of the partitions before the row's, plus its place in its partition (a single
+    file's partitions are its consecutive splits, in order)."""
+    text = raw.select(
+        *[
+            F.coalesce(F.col(f"`{old}`").cast("string"), F.lit("")).alias(new)
+            for old, new in zip(raw.columns, columns, strict=True)
+        ]
+    )
+    # monotonically_increasing_id is (partition << 33) + the row's place in its partition.
+    ided = text.withColumn("__pid", F.spark_partition_id()).withColumn(
+        "__mid", F.monotonically_increasing_id()
+    )
+    counts = {int(r[0]): int(r[1]) for r in ided.groupBy("__pid").count().collect()}
+    offsets = []
+    total = 0
+    for pid in range(max(counts, default=-1) + 1):
+        offsets.append(total)
+        total += counts.get(pid, 0)
+    offset = F.element_at(
+        F.array(*[F.lit(o).cast("long") for o in offsets or [0]]), F.col("__pid") + 1
+    )
+    frame = ided.withColumn(
+        ROW, offset + F.col("__mid") - F.shiftleft(F.col("__pid").cast("long"), 33)
+    ).drop("__pid", "__mid")
+    return Input(frame, columns, sep, total)
+
+
+# --------------------------------------------------------------------------- frequency table
+
+
+def frequency_table(data: Input, columns: Sequence[str]) -> FrequencyTable:
+    """The frequency table of ``columns`` computed by Spark: one row per distinct combination
+    with its rows and first row, ordered by first row (as :func:`.frequency.frequency_table`)."""
+    names = list(columns)
+    for name in names:
+        if name not in data.columns:
+            raise SparkError(f"Column {name!r} is not in the input.")
+    with spark_errors("counting the combinations of the quasi-identifiers"):
+        grouped = data.frame.groupBy(*[F.col(f"`{c}`") for c in names]).agg(
+            F.count(F.lit(1)).alias(ROWS), F.min(ROW).alias(FIRST)
+        )
+        table = grouped.toArrow()
+    table = table.sort_by([(FIRST, "ascending")])
+    frame = pd.DataFrame(
+        {
+            **{c: table.column(c).to_numpy(zero_copy_only=False).astype(object) for c in names},
+            ROWS: table.column(ROWS).to_numpy().astype("int64"),
+            FIRST: table.column(FIRST).to_numpy().astype("int64"),
+        },
+        columns=[*names, ROWS, FIRST],
+    )
+    return FrequencyTable(frame, names, data.rows)
+
+
+# --------------------------------------------------------------------------- the release
+
+
+@dataclass(frozen=True)
+class SparkWritten:
+    """What :func:`write_released` wrote: the CSV's SHA-256 and size, its rows, and the
+    partitions Spark wrote it in."""
+
+    sha256: str
+    size: int
+    rows: int
+    partitions: int
+
+
+def _release_partition(
+    payload: bytes,
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The function each partition runs: the released rows of its input rows, with their
+    order key made signed."""
+
+    def apply(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        plan = pickle.loads(payload)
+        for batch in batches:
+            row_index = batch.column(batch.schema.get_field_index(ROW))
+            released = release_batch(plan, batch.drop_columns([ROW]), row_index)
+            keys = released.column(released.schema.get_field_index(ORDER))
+            signed = (keys.to_numpy(zero_copy_only=False).astype(np.uint64) ^ _SIGN).view(np.int64)
+            yield pa.RecordBatch.from_arrays(
+                [*released.drop_columns([ORDER]).columns, pa.array(signed, type=pa.int64())],
+                names=[*plan.columns, ORDER],
+            )
+
+    return apply
+
+
+def _write_partition(
+    folder: str, columns: list[str], delimiter: str
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The function each partition of the sorted rows runs: its rows as CSV lines (the
+    engine's writer, without the header) into ``folder``/part-NNNNN, written under a temporary
+    name and renamed once complete."""
+
+    def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        context = TaskContext.get()
+        part = context.partitionId() if context is not None else 0
+        target = Path(folder) / f"part-{part:05d}"
+        temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        rows = 0
+        with open(temp, "wb") as out:
+            for batch in batches:
+                if batch.num_rows:
+                    cells = [batch.column(batch.schema.get_field_index(c)) for c in columns]
+                    out.write(csv_rows(cells, batch.num_rows, delimiter))
+                    rows += batch.num_rows
+        os.replace(temp, target)
+        yield pa.RecordBatch.from_arrays(
+            [pa.array([part], type=pa.int32()), pa.array([rows], type=pa.int64())],
+            names=["part", "rows"],
+        )
+
+    return write
+
+
+class _Hashed:
+    """A binary file that hashes what is written to it."""
+
+    def __init__(self, out: IO[bytes]) -> None:
+        self.out = out
+        self.digest = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes | memoryview) -> int:
+        self.digest.update(data)
+        self.out.write(data)
+        self.size += len(data)
+        return len(data)
+
+
+def write_released(
+    data: Input, plan: ReleasePlan, csv_out: IO[bytes], scratch: Path
+) -> SparkWritten:
+    """Apply ``plan`` to every row on the cluster, sort the released rows by their order key
+    and write them as CSV to ``csv_out`` (the header, then each sorted partition's part in
+    order). ``scratch``: an empty folder the executors and the driver all see."""
+    names = list(plan.columns)
+    schema = T.StructType(
+        [T.StructField(c, T.StringType(), False) for c in names]
+        + [T.StructField(ORDER, T.LongType(), False)]
+    )
+    payload = pickle.dumps(plan)
+    with spark_errors("applying the transformation and writing the extract"):
+        released = data.frame.mapInArrow(_release_partition(payload), schema)
+        ordered = released.orderBy(ORDER)
+        written = (
+            ordered.mapInArrow(
+                _write_partition(str(scratch), names, plan.delimiter), "part int, rows long"
+            )
+            .toArrow()
+            .sort_by("part")
+        )
+    out = _Hashed(csv_out)
+    out.write(csv_header(names, plan.delimiter))
+    rows = 0
+    parts = written.column("part").to_pylist()
+    for part, count in zip(parts, written.column("rows").to_pylist(), strict=True):
+        with open(scratch / f"part-{part:05d}", "rb") as fh:
+            shutil.copyfileobj(fh, out)  # type: ignore[misc]
+        rows += int(count)
+    if rows != plan.rows_out:
+        raise SparkError(
+            f"Spark released {rows:,} rows, the plan expected {plan.rows_out:,}: the input "
+            "changed between its readings."
+        )
+    return SparkWritten(out.digest.hexdigest(), out.size, rows, len(parts))
+
+
+# --------------------------------------------------------------------------- the entry point
+
+
+@dataclass
+class SparkRelease:
+    """A release made on Spark: the engine's result (its ``data`` empty: the rows are in the
+    file), the plan, what was written, the input's columns and the extract's delimiter."""
+
+    result: AnonymizationResult
+    plan: ReleasePlan
+    written: SparkWritten
+    columns: list[str]
+    delimiter: str
+
+
+def release_on_spark(
+    master: str,
+    path: str,
+    frequency_columns: Sequence[str],
+    configure: Callable[[FrequencyTable, list[str]], AnonymizationConfig],
+    csv_path: str | os.PathLike[str],
+    seed: int,
+    delimiter: str | None = None,
+    connect_seconds: float = 10.0,
+    progress: ProgressCallback | None = None,
+) -> SparkRelease:
+    """The whole job on Spark: read ``path``, count the combinations of
+    ``frequency_columns`` (the quasi-identifiers, then the sensitive columns), let
+    ``configure(table, input_columns)`` give the configuration (e.g. hierarchies built on the
+    table's distinct values), search on the driver, release and write the extract to
+    ``csv_path`` in the order of ``seed``.
+
+    ``csv_path`` is written only when everything succeeded (a temporary file beside it is
+    renamed); on any failure nothing is left there and :class:`SparkError` (or the engine's
+    :class:`.errors.EngineError`) says why."""
+    target = Path(csv_path)
+    folder = target.parent if str(target.parent) else Path(".")
+    if not folder.is_dir():
+        raise SparkError(f"The folder of {target} does not exist.")
+    spark = connect(master, connect_seconds)
+    scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.spark-", dir=folder))
+    temp = scratch / "extract.csv.tmp"
+    try:
+        if progress is not None:
+            progress(0.0, "reading the input on Spark")
+        data = read_input(spark, path, delimiter)
+        if progress is not None:
+            progress(0.1, "counting the combinations on Spark")
+        table = frequency_table(data, frequency_columns)
+        config = configure(table, data.columns)
+        result, enc, chosen = anonymize_frequencies(table, data.columns, config, progress)
+        plan = plan_release(enc, chosen, config, data.columns, seed, data.delimiter)
+        if progress is not None:
+            progress(0.9, "releasing the rows on Spark")
+        parts = scratch / "parts"
+        parts.mkdir()
+        with open(temp, "wb") as out:
+            written = write_released(data, plan, out, parts)
+        os.replace(temp, target)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        with contextlib.suppress(Exception):
+            spark.stop()
+    return SparkRelease(result, plan, written, data.columns, data.delimiter)
