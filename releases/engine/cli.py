@@ -65,7 +65,7 @@ from typing import Any, NoReturn, TextIO
 import numpy as np
 import pandas as pd
 
-from . import tabular
+from . import spark, tabular
 from .api import anonymize, parse_level_limits, parse_levels, parse_weights
 from .arrays import IntArray
 from .criteria import (
@@ -86,6 +86,7 @@ from .cross_release import (
     what_constrained,
 )
 from .export import write_csv
+from .frequency import FrequencyTable
 from .hierarchy import Hierarchy
 from .linkage import ColumnRule, link
 from .microaggregation import parse_microaggregate
@@ -206,6 +207,24 @@ def build_parser(prog: str = "anonymize") -> argparse.ArgumentParser:
         type=int,
         metavar="N",
         help="seed of the rows' random order (a fresh one when omitted; kept in the report)",
+    )
+    spark = p.add_argument_group(
+        "Apache Spark",
+        "what grows with the rows (reading, the frequency table, applying the transformation, "
+        "the order, writing) on a Spark cluster; the search on this machine",
+    )
+    spark.add_argument(
+        "--spark",
+        metavar="MASTER",
+        help="run on Spark: spark://HOST:PORT (a standalone master) or local[N]; INPUT is one "
+        "CSV or Parquet file (or a URI Spark reads) that every executor can read",
+    )
+    spark.add_argument(
+        "--spark-timeout",
+        type=float,
+        default=10.0,
+        metavar="S",
+        help="seconds to wait for the Spark master to answer (default 10)",
     )
     together = p.add_argument_group(
         "releases judged together",
@@ -632,6 +651,9 @@ def execute(
         )
     if args.seed is not None and args.seed < 0:
         raise CliError(f"--seed must be a whole number of at least 0, not {args.seed}")
+    if args.spark:
+        _execute_spark(args, stdout, prog, err)
+        return
     try:
         df, sep = read_table(args.input, _delimiter_arg(args.delimiter))
         config = build_config(args, df)
@@ -719,6 +741,101 @@ def execute(
                 f"matched by exactly one released record, {found['matched_below_k']} by fewer "
                 f"than k={found['k']}, on {', '.join(found['matched_columns'])}\n"
             )
+
+
+def _execute_spark(args: argparse.Namespace, stdout: TextIO | None, prog: str, err: TextIO) -> None:
+    """``execute`` with ``--spark``: the rows stay on the cluster (:mod:`.spark`); the driver
+    (this process) searches on the frequency table and writes the report."""
+    unsupported = [
+        option
+        for option, given in (
+            ("--research-subset", args.research_subset),
+            ("--earlier-report", args.earlier_report),
+            ("--attacker-file", args.attacker_file),
+            ("--microaggregate", args.microaggregate),
+            ("--algorithm mondrian", args.algorithm == "mondrian"),
+        )
+        if given
+    ]
+    if unsupported:
+        raise CliError(
+            f"{unsupported[0]} cannot be combined with --spark: it needs the rows in memory "
+            "(run without --spark)"
+        )
+    seed = new_seed() if args.seed is None else int(args.seed)
+    sensitive = list(dict.fromkeys(args.sensitive))
+    qis = [_split_pair(item, "--qi")[0] for item in args.qi]
+    configured: list[AnonymizationConfig] = []
+
+    def configure(table: FrequencyTable, columns: list[str]) -> AnonymizationConfig:
+        # build_config reads the columns and each column's distinct values in order of first
+        # appearance: the frequency table, ordered by first row, gives both.
+        frame = pd.DataFrame(
+            {c: table.frame[c] if c in table.columns else "" for c in columns}, columns=columns
+        )
+        config = build_config(args, frame)
+        configured.append(config)
+        return config
+
+    targets = [Path(args.out)] + ([Path(args.report)] if args.report else [])
+    if args.report and targets[1].resolve() == targets[0].resolve():
+        raise CliError("--out and --report name the same file")
+    temps: list[Path] = []
+    try:
+        temps = [_temp_beside(target) for target in targets]
+        made = spark.release_on_spark(
+            args.spark,
+            args.input,
+            list(dict.fromkeys([*qis, *sensitive])),
+            configure,
+            temps[0],
+            seed,
+            delimiter=_delimiter_arg(args.delimiter),
+            connect_seconds=args.spark_timeout,
+        )
+        config, result = configured[0], made.result
+        for warning in result.warnings:
+            err.write(f"{prog}: warning: {' '.join(warning.split())}\n")
+        summary = result.report()
+        local = spark.local_file(args.input)
+        summary[REPORT_KEY] = record(
+            config,
+            _hierarchy_files(args),
+            file_sha256(str(local)) if local is not None else "",
+            result.rows_in,
+            result.levels,
+            result.algorithm,
+            seed,
+            made.plan.columns,
+            result.rows_out,
+        ).as_dict()
+        summary["spark"] = {
+            "master": args.spark,
+            "partitions": made.written.partitions,
+            "sha256": made.written.sha256,
+        }
+        if args.report:
+            with open(temps[1], "w", encoding="utf-8") as fh:
+                json.dump(summary, fh, indent=2, default=_json_default)
+                fh.write("\n")
+        for temp, target in zip(temps, targets, strict=True):
+            os.replace(temp, target)
+    except EngineError as exc:
+        raise CliError(str(exc)) from None
+    except OSError as exc:
+        raise CliError(f"cannot write the output: {exc.strerror or exc}") from None
+    finally:
+        for temp in temps:
+            with contextlib.suppress(OSError):
+                temp.unlink()
+    if stdout is not None:
+        chosen = ",".join(f"{q}={v}" for q, v in (result.levels or {}).items())
+        stdout.write(
+            f"{result.rows_out} of {result.rows_in} rows released in {len(result.classes)} "
+            f"classes (k={result.achieved_k}; {config.model.describe_criteria()}; levels "
+            f"{chosen}; on Spark {args.spark}, {made.written.partitions} partitions) "
+            f"-> {args.out}\n"
+        )
 
 
 def run(

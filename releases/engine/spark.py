@@ -68,6 +68,7 @@ __all__ = [
     "check_master",
     "connect",
     "frequency_table",
+    "local_file",
     "read_input",
     "release_on_spark",
     "write_released",
@@ -219,7 +220,8 @@ class Input:
     rows: int
 
 
-def _local(path: str) -> Path | None:
+def local_file(path: str) -> Path | None:
+    """The local file ``path`` names (a plain path or a file: URI), or None for another URI."""
     parsed = urlparse(path)
     if parsed.scheme == "file":
         return Path(parsed.path)
@@ -236,7 +238,7 @@ def read_input(spark: Any, path: str, delimiter: str | None = None) -> Input:
     """Read ``path`` (one CSV/TSV or Parquet file; a local path or a URI Spark reads, e.g.
     ``s3a://``) with Spark: every cell as text, "" for a missing cell, and each row's input
     index in :data:`ROW`."""
-    local = _local(path)
+    local = local_file(path)
     if local is not None:
         if not local.exists():
             raise SparkError(f"The input {path} does not exist.")
