@@ -811,7 +811,7 @@ def _execute_spark(args: argparse.Namespace, stdout: TextIO | None, prog: str, e
         ).as_dict()
         summary["spark"] = {
             "master": args.spark,
-            "partitions": made.written.partitions,
+            "buckets": made.written.buckets,
             "sha256": made.written.sha256,
         }
         if args.report:
@@ -833,7 +833,7 @@ def _execute_spark(args: argparse.Namespace, stdout: TextIO | None, prog: str, e
         stdout.write(
             f"{result.rows_out} of {result.rows_in} rows released in {len(result.classes)} "
             f"classes (k={result.achieved_k}; {config.model.describe_criteria()}; levels "
-            f"{chosen}; on Spark {args.spark}, {made.written.partitions} partitions) "
+            f"{chosen}; on Spark {args.spark}, {made.written.buckets} buckets) "
             f"-> {args.out}\n"
         )
 

@@ -52,7 +52,6 @@ from .tabular import TableError, check_header, detect_delimiter
 from .types import AnonymizationConfig, AnonymizationResult, ProgressCallback
 
 try:  # the optional extra `spark` (pip install -e '.[spark]'): needed only when a run asks
-    from pyspark import TaskContext
     from pyspark.sql import SparkSession
     from pyspark.sql import functions as F  # noqa: N812 - Spark's own convention
     from pyspark.sql import types as T  # noqa: N812
@@ -65,6 +64,7 @@ __all__ = [
     "ROW",
     "SparkError",
     "SparkRelease",
+    "bucket_bits",
     "check_master",
     "connect",
     "frequency_table",
@@ -79,6 +79,10 @@ ROW = "__row"
 #: The released rows' sort key: the order key as a signed 64-bit integer (Spark has no
 #: unsigned type; flipping the top bit keeps the order).
 _SIGN = np.uint64(1 << 63)
+#: The released rows' bucket: the top bits of the order key (:func:`bucket_bits`).
+_BUCKET = "__bucket"
+#: Rows per bucket of the released rows (each sorted by Spark within its partition).
+BUCKET_ROWS = 1_000_000
 #: Spark's log: warnings and errors only (its startup notes would fill the command's output).
 _LOG4J = """rootLogger.level = error
 rootLogger.appenderRef.stderr.ref = console
@@ -87,6 +91,8 @@ appender.console.name = console
 appender.console.target = SYSTEM_ERR
 appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{HH:mm:ss} spark %p %c{1}: %m%n
+logger.repl.name = org.apache.spark.repl.Main
+logger.repl.level = error
 """
 
 
@@ -127,9 +133,13 @@ def connect(master: str, timeout: float = 10.0, app_name: str = "anonymizer") ->
             "Spark was asked for, but pyspark is not installed: pip install -e '.[spark]'."
         )
     check_master(master, timeout)
-    log_config = Path(tempfile.gettempdir()) / "anonymizer-spark-log4j2.properties"
-    if not log_config.exists():
+    # Spark's driver reads log4j2.properties from SPARK_CONF_DIR (unless one is set already).
+    conf_dir = Path(tempfile.gettempdir()) / "anonymizer-spark-conf"
+    conf_dir.mkdir(exist_ok=True)
+    log_config = conf_dir / "log4j2.properties"
+    if not log_config.exists() or log_config.read_text(encoding="utf-8") != _LOG4J:
         log_config.write_text(_LOG4J, encoding="utf-8")
+    os.environ.setdefault("SPARK_CONF_DIR", str(conf_dir))
     java_options = f"-Dlog4j2.configurationFile=file:{log_config}"
     builder = (
         SparkSession.builder.master(master)
@@ -344,19 +354,19 @@ def frequency_table(data: Input, columns: Sequence[str]) -> FrequencyTable:
 @dataclass(frozen=True)
 class SparkWritten:
     """What :func:`write_released` wrote: the CSV's SHA-256 and size, its rows, and the
-    partitions Spark wrote it in."""
+    buckets it was written in."""
 
     sha256: str
     size: int
     rows: int
-    partitions: int
+    buckets: int
 
 
 def _release_partition(
-    payload: bytes,
+    payload: bytes, bits: int
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function each partition runs: the released rows of its input rows, with their
-    order key made signed."""
+    order key (made signed) and their bucket (the key's top ``bits`` bits)."""
 
     def apply(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         plan = pickle.loads(payload)
@@ -364,10 +374,19 @@ def _release_partition(
             row_index = batch.column(batch.schema.get_field_index(ROW))
             released = release_batch(plan, batch.drop_columns([ROW]), row_index)
             keys = released.column(released.schema.get_field_index(ORDER))
-            signed = (keys.to_numpy(zero_copy_only=False).astype(np.uint64) ^ _SIGN).view(np.int64)
+            unsigned = keys.to_numpy(zero_copy_only=False).astype(np.uint64)
+            bucket = (
+                (unsigned >> np.uint64(64 - bits)).astype(np.int32)
+                if bits
+                else np.zeros(len(unsigned), dtype=np.int32)
+            )
             yield pa.RecordBatch.from_arrays(
-                [*released.drop_columns([ORDER]).columns, pa.array(signed, type=pa.int64())],
-                names=[*plan.columns, ORDER],
+                [
+                    *released.drop_columns([ORDER]).columns,
+                    pa.array((unsigned ^ _SIGN).view(np.int64), type=pa.int64()),
+                    pa.array(bucket, type=pa.int32()),
+                ],
+                names=[*plan.columns, ORDER, _BUCKET],
             )
 
     return apply
@@ -376,27 +395,51 @@ def _release_partition(
 def _write_partition(
     folder: str, columns: list[str], delimiter: str
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The function each partition of the sorted rows runs: its rows as CSV lines (the
-    engine's writer, without the header) into ``folder``/part-NNNNN, written under a temporary
-    name and renamed once complete."""
+    """The function each partition runs on its rows, sorted by (bucket, key): each bucket's
+    rows as CSV lines (the engine's writer, without the header) into ``folder``/NNNNN, written
+    under a temporary name and renamed once complete; yields (bucket, rows) per bucket."""
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        context = TaskContext.get()
-        part = context.partitionId() if context is not None else 0
-        target = Path(folder) / f"part-{part:05d}"
-        temp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
+        current: int | None = None
+        out: IO[bytes] | None = None
         rows = 0
-        with open(temp, "wb") as out:
+
+        def close() -> pa.RecordBatch:
+            assert out is not None and current is not None
+            out.close()
+            os.replace(Path(out.name), Path(folder) / f"{current:05d}")
+            return pa.RecordBatch.from_arrays(
+                [pa.array([current], type=pa.int32()), pa.array([rows], type=pa.int64())],
+                names=[_BUCKET, "rows"],
+            )
+
+        try:
             for batch in batches:
-                if batch.num_rows:
-                    cells = [batch.column(batch.schema.get_field_index(c)) for c in columns]
-                    out.write(csv_rows(cells, batch.num_rows, delimiter))
-                    rows += batch.num_rows
-        os.replace(temp, target)
-        yield pa.RecordBatch.from_arrays(
-            [pa.array([part], type=pa.int32()), pa.array([rows], type=pa.int64())],
-            names=["part", "rows"],
-        )
+                if not batch.num_rows:
+                    continue
+                buckets = batch.column(batch.schema.get_field_index(_BUCKET)).to_numpy()
+                # Where the bucket changes within the batch (the rows are sorted by bucket).
+                starts = [0, *(np.flatnonzero(np.diff(buckets)) + 1).tolist()]
+                for start, stop in zip(starts, [*starts[1:], len(buckets)], strict=True):
+                    bucket = int(buckets[start])
+                    if bucket != current:
+                        if out is not None:
+                            yield close()
+                        current, rows = bucket, 0
+                        out = open(  # noqa: SIM115 - closed by close()
+                            Path(folder) / f".{bucket:05d}.{os.getpid()}.tmp", "wb"
+                        )
+                    assert out is not None
+                    piece = batch.slice(start, stop - start)
+                    cells = [piece.column(piece.schema.get_field_index(c)) for c in columns]
+                    out.write(csv_rows(cells, piece.num_rows, delimiter))
+                    rows += piece.num_rows
+            if out is not None:
+                yield close()
+                out = None
+        finally:
+            if out is not None and not out.closed:
+                out.close()
 
     return write
 
@@ -416,42 +459,55 @@ class _Hashed:
         return len(data)
 
 
+def bucket_bits(rows: int, bucket_rows: int) -> int:
+    """Bits of the order key that pick a row's bucket: about ``bucket_rows`` rows per bucket
+    (the keys are uniform), at most 4,096 buckets."""
+    buckets = max(1, -(-rows // max(bucket_rows, 1)))
+    return min((buckets - 1).bit_length(), 12)
+
+
 def write_released(
-    data: Input, plan: ReleasePlan, csv_out: IO[bytes], scratch: Path
+    data: Input,
+    plan: ReleasePlan,
+    csv_out: IO[bytes],
+    scratch: Path,
+    bucket_rows: int = BUCKET_ROWS,
 ) -> SparkWritten:
-    """Apply ``plan`` to every row on the cluster, sort the released rows by their order key
-    and write them as CSV to ``csv_out`` (the header, then each sorted partition's part in
-    order). ``scratch``: an empty folder the executors and the driver all see."""
+    """Apply ``plan`` to every row on the cluster and write the released rows as CSV to
+    ``csv_out`` in the order of their keys: the header, then each bucket of keys (a range of
+    their top bits, sorted by Spark within it, written by an executor into ``scratch``) in
+    order. ``scratch``: an empty folder the executors and the driver all see."""
     names = list(plan.columns)
     schema = T.StructType(
         [T.StructField(c, T.StringType(), False) for c in names]
-        + [T.StructField(ORDER, T.LongType(), False)]
+        + [
+            T.StructField(ORDER, T.LongType(), False),
+            T.StructField(_BUCKET, T.IntegerType(), False),
+        ]
     )
+    bits = bucket_bits(plan.rows_out, bucket_rows)
     payload = pickle.dumps(plan)
     with spark_errors("applying the transformation and writing the extract"):
-        released = data.frame.mapInArrow(_release_partition(payload), schema)
-        ordered = released.orderBy(ORDER)
-        written = (
-            ordered.mapInArrow(
-                _write_partition(str(scratch), names, plan.delimiter), "part int, rows long"
-            )
-            .toArrow()
-            .sort_by("part")
-        )
+        released = data.frame.mapInArrow(_release_partition(payload, bits), schema)
+        ordered = released.repartition(1 << bits, _BUCKET).sortWithinPartitions(_BUCKET, ORDER)
+        written = ordered.mapInArrow(
+            _write_partition(str(scratch), names, plan.delimiter), f"{_BUCKET} int, rows long"
+        ).toArrow()
+    counts = dict(
+        zip(written.column(_BUCKET).to_pylist(), written.column("rows").to_pylist(), strict=True)
+    )
     out = _Hashed(csv_out)
     out.write(csv_header(names, plan.delimiter))
-    rows = 0
-    parts = written.column("part").to_pylist()
-    for part, count in zip(parts, written.column("rows").to_pylist(), strict=True):
-        with open(scratch / f"part-{part:05d}", "rb") as fh:
+    for bucket in sorted(counts):
+        with open(scratch / f"{bucket:05d}", "rb") as fh:
             shutil.copyfileobj(fh, out)  # type: ignore[misc]
-        rows += int(count)
+    rows = sum(int(n) for n in counts.values())
     if rows != plan.rows_out:
         raise SparkError(
             f"Spark released {rows:,} rows, the plan expected {plan.rows_out:,}: the input "
             "changed between its readings."
         )
-    return SparkWritten(out.digest.hexdigest(), out.size, rows, len(parts))
+    return SparkWritten(out.digest.hexdigest(), out.size, rows, len(counts))
 
 
 # --------------------------------------------------------------------------- the entry point
@@ -479,6 +535,7 @@ def release_on_spark(
     delimiter: str | None = None,
     connect_seconds: float = 10.0,
     progress: ProgressCallback | None = None,
+    bucket_rows: int = BUCKET_ROWS,
 ) -> SparkRelease:
     """The whole job on Spark: read ``path``, count the combinations of
     ``frequency_columns`` (the quasi-identifiers, then the sensitive columns), let
@@ -511,7 +568,7 @@ def release_on_spark(
         parts = scratch / "parts"
         parts.mkdir()
         with open(temp, "wb") as out:
-            written = write_released(data, plan, out, parts)
+            written = write_released(data, plan, out, parts, bucket_rows)
         os.replace(temp, target)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
