@@ -51,9 +51,9 @@ $(VENV)/.installed-spark: pyproject.toml $(VENV)/.installed-run
 
 # pytest-xdist processes (-n): one per core by default.
 TEST_WORKERS ?= auto
-# Tests that must not share the machine with others (timing-sensitive chaos and load runs) run
-# alone, after the parallel pass.
-SERIAL := chaos or load
+# Tests that must not share the machine with others (timing-sensitive chaos and load runs, the
+# Spark cluster's JVMs) run alone, after the parallel pass.
+SERIAL := chaos or load or spark
 
 # The whole suite: in parallel where safe, then the serial tests, then the engine's tests on a
 # second Python.

@@ -32,6 +32,7 @@ import pickle
 import re
 import shutil
 import socket
+import sys
 import tempfile
 import warnings
 from collections.abc import Callable, Iterator, Sequence
@@ -140,6 +141,9 @@ def connect(master: str, timeout: float = 10.0, app_name: str = "anonymizer") ->
     if not log_config.exists() or log_config.read_text(encoding="utf-8") != _LOG4J:
         log_config.write_text(_LOG4J, encoding="utf-8")
     os.environ.setdefault("SPARK_CONF_DIR", str(conf_dir))
+    # The executors run the engine (release_batch) in this Python unless told otherwise: on a
+    # real cluster the same interpreter path, with the app installed, on every node.
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     java_options = f"-Dlog4j2.configurationFile=file:{log_config}"
     builder = (
         SparkSession.builder.master(master)
@@ -471,7 +475,7 @@ def write_released(
     plan: ReleasePlan,
     csv_out: IO[bytes],
     scratch: Path,
-    bucket_rows: int = BUCKET_ROWS,
+    bucket_rows: int | None = None,
 ) -> SparkWritten:
     """Apply ``plan`` to every row on the cluster and write the released rows as CSV to
     ``csv_out`` in the order of their keys: the header, then each bucket of keys (a range of
@@ -485,7 +489,7 @@ def write_released(
             T.StructField(_BUCKET, T.IntegerType(), False),
         ]
     )
-    bits = bucket_bits(plan.rows_out, bucket_rows)
+    bits = bucket_bits(plan.rows_out, BUCKET_ROWS if bucket_rows is None else bucket_rows)
     payload = pickle.dumps(plan)
     with spark_errors("applying the transformation and writing the extract"):
         released = data.frame.mapInArrow(_release_partition(payload, bits), schema)
@@ -535,7 +539,7 @@ def release_on_spark(
     delimiter: str | None = None,
     connect_seconds: float = 10.0,
     progress: ProgressCallback | None = None,
-    bucket_rows: int = BUCKET_ROWS,
+    bucket_rows: int | None = None,
 ) -> SparkRelease:
     """The whole job on Spark: read ``path``, count the combinations of
     ``frequency_columns`` (the quasi-identifiers, then the sensitive columns), let
@@ -550,6 +554,12 @@ def release_on_spark(
     folder = target.parent if str(target.parent) else Path(".")
     if not folder.is_dir():
         raise SparkError(f"The folder of {target} does not exist.")
+    local = local_file(path)
+    if local is not None and not local.is_file():
+        raise SparkError(
+            f"The input {path} {'is a folder' if local.is_dir() else 'does not exist'}: give "
+            "one CSV or Parquet file."
+        )
     spark = connect(master, connect_seconds)
     scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.spark-", dir=folder))
     temp = scratch / "extract.csv.tmp"

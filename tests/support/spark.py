@@ -114,8 +114,10 @@ def standalone_cluster(workdir: Path, workers: int = 2) -> Iterator[Cluster]:
         )
         processes.append(master)
         wait_until(
-            lambda: b"I have been elected leader" in (workdir / "master.log").read_bytes()
-            or master.poll() is not None,
+            lambda: (
+                b"I have been elected leader" in (workdir / "master.log").read_bytes()
+                or master.poll() is not None
+            ),
             60,
             "the Spark master",
         )
