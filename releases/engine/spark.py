@@ -156,7 +156,8 @@ def connect(master: str, timeout: float = 10.0, app_name: str = "anonymizer") ->
         .config("spark.executor.extraJavaOptions", java_options)
         .config("spark.ui.enabled", "false")
         .config("spark.ui.showConsoleProgress", "false")
-        .config("spark.sql.adaptive.enabled", "false")
+        # Adaptive execution merges small shuffle partitions (the frequency table is small).
+        .config("spark.sql.adaptive.enabled", "true")
         .config("spark.executor.memory", os.environ.get("SPARK_EXECUTOR_MEMORY", "512m"))
     )
     try:
@@ -166,6 +167,9 @@ def connect(master: str, timeout: float = 10.0, app_name: str = "anonymizer") ->
             session = builder.getOrCreate()
     except Exception as exc:  # the JVM's errors: one sentence, never a stack trace
         raise SparkError(f"Spark could not start on {master}: {_first_line(exc)}") from None
+    # A few shuffle partitions per core, not Spark's fixed 200 (each is a task).
+    cores = max(1, int(session.sparkContext.defaultParallelism))
+    session.conf.set("spark.sql.shuffle.partitions", str(2 * cores))
     return session
 
 

@@ -46,24 +46,35 @@ class Cluster:
     def executor_pids(self) -> list[int]:
         """The executor JVMs the workers have started (their children running
         ``CoarseGrainedExecutorBackend``)."""
-        pids = []
-        for worker in self.workers:
-            children = Path(f"/proc/{worker.pid}/task/{worker.pid}/children")
-            with contextlib.suppress(OSError):
-                for pid in map(int, children.read_text().split()):
-                    with contextlib.suppress(OSError):
-                        cmdline = Path(f"/proc/{pid}/cmdline").read_bytes()
-                        if b"CoarseGrainedExecutorBackend" in cmdline:
-                            pids.append(pid)
-        return pids
+        return [
+            pid
+            for worker in self.workers
+            for pid in children(worker.pid)
+            if b"CoarseGrainedExecutorBackend" in _cmdline(pid)
+        ]
 
     def python_workers(self, executor: int) -> list[int]:
         """The Python processes an executor runs tasks in (present once a Python task ran)."""
-        out = []
-        with contextlib.suppress(OSError):
-            children = Path(f"/proc/{executor}/task/{executor}/children").read_text()
-            out = [int(pid) for pid in children.split()]
-        return out
+        return [pid for pid in children(executor) if b"python" in _cmdline(pid)]
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except OSError:
+        return b""
+
+
+def children(parent: int) -> list[int]:
+    """The processes whose parent is ``parent`` (any of its threads started them)."""
+    out = []
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        with contextlib.suppress(OSError, ValueError, IndexError):
+            # The command name (field 2) may hold spaces: the parent follows its ")".
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+            if int(fields[1]) == parent:
+                out.append(int(stat.parent.name))
+    return out
 
 
 def _spark_class(*args: str) -> list[str]:
