@@ -190,7 +190,7 @@ def test_an_executor_killed_mid_run_fails_the_run_cleanly_and_a_retry_succeeds(
     spark_cluster, tmp_path
 ):
     source = tmp_path / "big.csv"
-    adult_like(source, 400_000)
+    adult_like(source, 150_000)
     out_dir = tmp_path / "out"
     out_dir.mkdir()
     argv = adult_argv(source, out_dir / "spark.csv")
