@@ -720,6 +720,7 @@ def _batches(
             if count >= rows:
                 yield pa.Table.from_batches(held).combine_chunks().to_batches()[0]
                 held, count = [], 0
+                pa.default_memory_pool().release_unused()  # not keep each chunk pooled
     except OSError as exc:
         raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
     except tabular.TableError as exc:
@@ -774,9 +775,7 @@ def execute_streamed(
     def write_extract(target: Path) -> None:
         again = _scan(args.input, delimiter, scan.format)
         try:
-            write_released(
-                plan, _batches(again, args.input, args.chunk_rows), target, None, args.chunk_rows
-            )
+            write_released(plan, _batches(again, args.input, 1), target, None, args.chunk_rows)
         except EngineError as exc:
             raise CliError(str(exc)) from None
 
