@@ -821,7 +821,11 @@ def execute(
         raise CliError(f"--seed must be a whole number of at least 0, not {args.seed}")
     if args.chunk_rows < 1:
         raise CliError(f"--chunk-rows must be a whole number of at least 1, not {args.chunk_rows}")
-    if streamed(args):
+    try:
+        stream = streamed(args)
+    except EngineError as exc:
+        raise CliError(str(exc)) from None
+    if stream:
         execute_streamed(args, stdout, prog, err)
         return
     try:
