@@ -80,10 +80,12 @@ def _check_columns(names: Sequence[str], columns: Sequence[str]) -> None:
 
 
 def _frame(table: pa.Table, columns: Sequence[str], rows: int) -> FrequencyTable:
+    """The frame of an aggregated table: its text columns as Categoricals (a combination's
+    cells cost a small code each; the values are held once)."""
     table = table.sort_by([(FIRST, "ascending")])
     frame = pd.DataFrame(
         {
-            **{c: table.column(c).to_numpy(zero_copy_only=False).astype(object) for c in columns},
+            **{c: table.column(c).dictionary_encode().to_pandas() for c in columns},
             ROWS: table.column(ROWS).to_numpy().astype("int64"),
             FIRST: table.column(FIRST).to_numpy().astype("int64"),
         },
@@ -125,6 +127,8 @@ def frequency_table(batches: Iterable[pa.RecordBatch], columns: Sequence[str]) -
         if held > _MERGE_COMBINATIONS and len(parts) > 1:
             parts = [_aggregate(pa.concat_tables(parts), columns, weighted=True)]
             held = parts[0].num_rows
+        del table, arrays
+        pa.default_memory_pool().release_unused()  # the batch's buffers back, not pooled
     if not parts:
         return _frame(_empty(columns), columns, 0)
     merged = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
@@ -141,12 +145,12 @@ def merge_frequency_tables(parts: Sequence[FrequencyTable]) -> FrequencyTable:
         if list(part.columns) != columns:
             raise EngineError("The frequency tables to merge have different columns.")
     tables = [
-        pa.Table.from_pandas(
-            part.frame,
-            schema=pa.schema(
-                [*[(c, pa.string()) for c in columns], (ROWS, pa.int64()), (FIRST, pa.int64())]
-            ),
-            preserve_index=False,
+        pa.table(
+            {
+                **{c: _text(pa.array(part.frame[c])) for c in columns},
+                ROWS: pa.array(part.frame[ROWS].to_numpy(dtype="int64")),
+                FIRST: pa.array(part.frame[FIRST].to_numpy(dtype="int64")),
+            }
         )
         for part in parts
     ]

@@ -359,6 +359,8 @@ def write_released(
                         writers[b] = ipc.new_stream(sinks[b], schema)
                     writers[b].write_batch(ordered.slice(start, size))
                     start += size
+                del batch, ordered
+                pa.default_memory_pool().release_unused()
         finally:
             for writer in writers.values():
                 writer.close()
