@@ -88,7 +88,8 @@ def test_adult_on_the_cluster_equals_the_in_process_run(spark_cluster, tmp_path)
     assert report["levels"] == result.levels
     assert report["suppressed"] == result.suppressed > 0
     assert report["classes"] == len(result.classes)
-    # The in-process command's own report agrees (its search, its classes).
+    # The in-process command (streamed, the same keyed order) writes the same file, and its
+    # report agrees (its search, its classes).
     status, _, err = run(
         [
             *adult_argv(ADULT / "adult.csv", tmp_path / "cli.csv"),
@@ -97,6 +98,7 @@ def test_adult_on_the_cluster_equals_the_in_process_run(spark_cluster, tmp_path)
         ]
     )
     assert status == 0, err
+    assert (tmp_path / "cli.csv").read_bytes() == spark_bytes
     by_cli = json.loads((tmp_path / "cli.json").read_text())
     for key in ("levels", "suppressed", "rows_out", "classes", "achieved", "metrics"):
         assert report[key] == by_cli[key], key
