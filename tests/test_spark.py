@@ -265,8 +265,9 @@ def test_an_unreachable_master_fails_within_the_timeout_in_one_line(tmp_path):
     assert list(tmp_path.iterdir()) == []
 
 
-def test_a_master_that_never_answers_fails_after_the_timeout(tmp_path):
-    # 192.0.2.0/24 is reserved for documentation: nothing answers there.
+def test_a_master_at_an_address_nothing_answers_on_fails_within_the_timeout(tmp_path):
+    # 192.0.2.0/24 is reserved for documentation: nothing answers there (the connection
+    # times out, or is refused at once where no route leads there).
     started = time.monotonic()
     status, _, err = run(
         [

@@ -508,7 +508,7 @@ def write_released(
     out.write(csv_header(names, plan.delimiter))
     for bucket in sorted(counts):
         with open(scratch / f"{bucket:05d}", "rb") as fh:
-            shutil.copyfileobj(fh, out)  # type: ignore[misc]
+            shutil.copyfileobj(fh, out)
     rows = sum(int(n) for n in counts.values())
     if rows != plan.rows_out:
         raise SparkError(
