@@ -57,7 +57,7 @@ def _text(column: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
     """A column as Arrow strings, a missing cell as "" (the in-memory engine's reading)."""
     if pa.types.is_dictionary(column.type):
         column = pc.cast(column, column.type.value_type)
-    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+    if not pa.types.is_string(column.type):
         column = pc.cast(column, pa.string())
     return pc.fill_null(column, "")
 
