@@ -51,12 +51,12 @@ to temporary files in their folders and then renamed, so a failure leaves no (pa
 output. Any error prints one line on stderr and exits with 2; warnings (e.g. a hierarchy row
 listed twice) print a line each on stderr.
 
-Memory: INPUT is streamed (:mod:`.streaming`): read in batches of about ``--chunk-rows``
-rows, once to count the distinct combinations of the quasi-identifiers and sensitive
-attributes (the search runs on those), once more to release the rows, which go through
-temporary bucket files beside OUT to be written in their order. Memory then grows with the
-chunk and the distinct combinations, not with the rows. What needs the rows themselves is read
-into memory as before: ``--research-subset``, ``--earlier-report``, ``--protect-earlier``,
+Memory: INPUT is streamed (:mod:`.streaming`): read in batches (a few megabytes each), once
+to count the distinct combinations of the quasi-identifiers and sensitive attributes (the
+search runs on those), once more to release the rows, which go through temporary bucket files
+of about ``--chunk-rows`` rows beside OUT to be written in their order. Memory then grows with
+the chunk and the distinct combinations, not with the rows. What needs the rows themselves is
+read into memory as before: ``--research-subset``, ``--earlier-report``, ``--protect-earlier``,
 ``--attacker-file``, ``--microaggregate``, ``--algorithm mondrian``, SafePub and
 ``--row-order permutation`` (and ``--in-memory``). Both ways write the same files.
 """
@@ -68,8 +68,10 @@ import contextlib
 import dataclasses
 import json
 import os
+import resource
 import sys
 import tempfile
+import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
@@ -117,8 +119,11 @@ from .types import AnonymizationConfig, AnonymizationResult, EngineError
 
 EXIT_OK = 0
 EXIT_ERROR = 2
-#: Rows read (and written) at a time when the release is streamed.
+#: Rows sorted at a time when the streamed release is written in its order.
 DEFAULT_CHUNK_ROWS = 1_000_000
+#: The text reader's block when the release is streamed: the reader reads several blocks
+#: ahead, so a smaller block than the upload's keeps memory down (a row must fit in one).
+STREAM_BLOCK_BYTES = 4 * 1024 * 1024
 
 
 class CliError(Exception):
@@ -238,6 +243,11 @@ def build_parser(prog: str = "anonymize") -> argparse.ArgumentParser:
         "written, to reproduce one; read in memory)",
     )
     p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="print each stage's rows, time and peak memory on stderr (streamed release)",
+    )
+    p.add_argument(
         "--in-memory",
         action="store_true",
         help="read the whole input into memory instead of streaming it (the result is the "
@@ -248,8 +258,8 @@ def build_parser(prog: str = "anonymize") -> argparse.ArgumentParser:
         type=int,
         default=DEFAULT_CHUNK_ROWS,
         metavar="N",
-        help="rows read, and written, at a time when the release is streamed (memory grows "
-        f"with it; default {DEFAULT_CHUNK_ROWS:,})",
+        help="rows sorted at a time when the streamed release is written in its order (memory "
+        f"grows with it; default {DEFAULT_CHUNK_ROWS:,})",
     )
     on_spark = p.add_argument_group(
         "Apache Spark",
@@ -715,7 +725,9 @@ def _scan(
     try:
         with open(path, "rb"):
             pass
-        return tabular.open_table(path, fmt, filename=Path(path).name, delimiter=delimiter)
+        return tabular.open_table(
+            path, fmt, filename=Path(path).name, delimiter=delimiter, block_bytes=STREAM_BLOCK_BYTES
+        )
     except OSError as exc:
         raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
     except tabular.TableError as exc:
@@ -723,28 +735,58 @@ def _scan(
 
 
 def _batches(
-    scan: tabular.TableScan, path: str, rows: int, columns: Sequence[str] | None = None
+    scan: tabular.TableScan, path: str, columns: Sequence[str] | None = None
 ) -> Iterator[pa.RecordBatch]:
-    """The scan's batches (only ``columns``, when given), gathered into batches of about
-    ``rows`` rows; a problem with the file is a :class:`CliError`."""
-    held: list[pa.RecordBatch] = []
-    count = 0
+    """The scan's batches as read (only ``columns``, when given); a problem with the file is a
+    :class:`CliError`. Arrow's pool gives each batch's memory back once it is used."""
     try:
         for batch in scan.batches():
-            if columns is not None:
-                batch = batch.select(list(columns))
-            held.append(batch)
-            count += batch.num_rows
-            if count >= rows:
-                yield pa.Table.from_batches(held).combine_chunks().to_batches()[0]
-                held, count = [], 0
-                pa.default_memory_pool().release_unused()  # not keep each chunk pooled
+            yield batch if columns is None else batch.select(list(columns))
+            pa.default_memory_pool().release_unused()
     except OSError as exc:
         raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
     except tabular.TableError as exc:
         raise CliError(f"{path}: {exc}") from None
-    if held:
-        yield pa.Table.from_batches(held).combine_chunks().to_batches()[0]
+
+
+class Stages:
+    """Each stage's rows, time and peak memory, one line on ``err`` as it ends (``--verbose``).
+    The peak is the process's resident set's (Linux: VmHWM, reset at each stage through
+    ``/proc/self/clear_refs``; elsewhere the peak so far)."""
+
+    def __init__(self, err: TextIO, prog: str, verbose: bool) -> None:
+        self.err, self.prog, self.verbose = err, prog, verbose
+        self.name = ""
+        self.started = time.perf_counter()
+        self._reset()
+
+    @staticmethod
+    def _reset() -> None:
+        with contextlib.suppress(OSError):
+            Path("/proc/self/clear_refs").write_text("5")  # the peak restarts from now
+
+    @staticmethod
+    def peak_mb() -> float:
+        try:
+            for line in Path("/proc/self/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+        except OSError:
+            pass
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    def start(self, name: str) -> None:
+        self.name, self.started = name, time.perf_counter()
+        self._reset()
+
+    def end(self, rows: int) -> None:
+        seconds = time.perf_counter() - self.started
+        if self.verbose:
+            self.err.write(
+                f"{self.prog}: stage {self.name}: {rows:,} rows in {seconds:.1f} s "
+                f"({rows / max(seconds, 1e-9):,.0f} rows/s), peak RSS {self.peak_mb():,.0f} MB\n"
+            )
+            self.err.flush()
 
 
 def execute_streamed(
@@ -754,13 +796,15 @@ def execute_streamed(
     combinations of the quasi-identifiers and sensitive attributes (the frequency table), the
     search runs on them, and a second reading releases the rows batch by batch into OUT, in
     the keyed hash order (:mod:`.streaming`). The same files as the in-memory engine's."""
+    stages = Stages(err, prog, args.verbose)
+    stages.start("read + frequency table")
     delimiter = _delimiter_arg(args.delimiter)
     scan = _scan(args.input, delimiter)
     header = list(scan.columns)
     named = [_split_pair(q, "--qi")[0] for q in args.qi] + list(args.sensitive)
     counted = [c for c in dict.fromkeys(named) if c in header]
     try:
-        table = frequency_table(_batches(scan, args.input, args.chunk_rows, counted), counted)
+        table = frequency_table(_batches(scan, args.input, counted), counted)
         config = config_for(args, header, _distinct_values(table), None)
         hierarchies = [*config.quasi_identifiers.values(), *config.sensitive_hierarchies.values()]
         for warning in (w for h in hierarchies for w in h.warnings):
@@ -768,7 +812,10 @@ def execute_streamed(
         refusal = streaming_refusal(config)
         if refusal is not None:  # decided from the arguments already: a safeguard
             raise CliError(refusal)
+        stages.end(table.rows)
+        stages.start("search")
         result, enc, chosen = anonymize_frequencies(table, header, config)
+        stages.end(table.rows)
         del table
         seed = new_seed() if args.seed is None else int(args.seed)
         sep = scan.format.delimiter if scan.format.file_format in ("csv", "tsv") else ","
@@ -791,11 +838,15 @@ def execute_streamed(
         raise CliError(str(exc)) from None
 
     def write_extract(target: Path) -> None:
+        stages.start("release + write")
         again = _scan(args.input, delimiter, scan.format)
         try:
-            write_released(plan, _batches(again, args.input, 1), target, None, args.chunk_rows)
+            written = write_released(
+                plan, _batches(again, args.input), target, None, args.chunk_rows
+            )
         except EngineError as exc:
             raise CliError(str(exc)) from None
+        stages.end(written.rows)
 
     write_outputs(None, summary, args.out, args.report, sep, write_extract)
     if stdout is not None:
