@@ -76,9 +76,16 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--chunk-rows", type=int, help="passed to the command")
     parser.add_argument("--in-memory", action="store_true", help="passed to the command")
     parser.add_argument("--keep", action="store_true", help="keep the generated files")
+    parser.add_argument(
+        "--spark",
+        metavar="MASTER",
+        help="passed to the command: the run on Spark (local[N] or spark://HOST:PORT; the "
+        "stages' peak is then the driver's Python process, the JVMs are apart)",
+    )
     args = parser.parse_args(argv)
     extra = ["--chunk-rows", str(args.chunk_rows)] if args.chunk_rows else []
     extra += ["--in-memory"] if args.in_memory else []
+    extra += ["--spark", args.spark] if args.spark else []
     folder = Path(tempfile.mkdtemp(prefix="scale-", dir=args.dir))
     try:
         for rows in args.rows or [1_000_000]:

@@ -1033,6 +1033,14 @@ def _execute_spark(args: argparse.Namespace, stdout: TextIO | None, prog: str, e
         configured.append(config)
         return config
 
+    stages = Stages(err, prog, args.verbose)
+
+    def stage_done(name: str, rows: int) -> None:
+        # The driver's own peak (its JVM and the executors are other processes).
+        stages.name = name
+        stages.end(rows)
+        stages.start("")
+
     targets = [Path(args.out)] + ([Path(args.report)] if args.report else [])
     if args.report and targets[1].resolve() == targets[0].resolve():
         raise CliError("--out and --report name the same file")
@@ -1048,6 +1056,7 @@ def _execute_spark(args: argparse.Namespace, stdout: TextIO | None, prog: str, e
             seed,
             delimiter=_delimiter_arg(args.delimiter),
             connect_seconds=args.spark_timeout,
+            stage_done=stage_done,
         )
         config, result = configured[0], made.result
         for warning in result.warnings:

@@ -46,7 +46,7 @@ import pandas as pd
 import pyarrow as pa
 
 from .errors import EngineError
-from .export import csv_header, csv_rows
+from .export import csv_cells, csv_header, csv_lines
 from .frequency import FIRST, ROWS, FrequencyTable
 from .streaming import ORDER, ReleasePlan, anonymize_frequencies, plan_release, release_batch
 from .tabular import TableError, check_header, detect_delimiter
@@ -439,8 +439,12 @@ def _write_partition(
                         )
                     assert out is not None
                     piece = batch.slice(start, stop - start)
-                    cells = [piece.column(piece.schema.get_field_index(c)) for c in columns]
-                    out.write(csv_rows(cells, piece.num_rows, delimiter))
+                    cells = []
+                    for name in columns:
+                        column = piece.column(piece.schema.get_field_index(name))
+                        values, codes = csv_cells(column, delimiter, len(columns) == 1)
+                        cells.append(values if codes is None else values.take(pa.array(codes)))
+                    out.write(csv_lines(cells, piece.num_rows, delimiter))
                     rows += piece.num_rows
             if out is not None:
                 yield close()
@@ -544,6 +548,7 @@ def release_on_spark(
     connect_seconds: float = 10.0,
     progress: ProgressCallback | None = None,
     bucket_rows: int | None = None,
+    stage_done: Callable[[str, int], None] | None = None,
 ) -> SparkRelease:
     """The whole job on Spark: read ``path``, count the combinations of
     ``frequency_columns`` (the quasi-identifiers, then the sensitive columns), let
@@ -553,7 +558,13 @@ def release_on_spark(
 
     ``csv_path`` is written only when everything succeeded (a temporary file beside it is
     renamed); on any failure nothing is left there and :class:`SparkError` (or the engine's
-    :class:`.errors.EngineError`) says why."""
+    :class:`.errors.EngineError`) says why. ``stage_done(name, rows)`` is told as each stage
+    ends."""
+
+    def done(name: str, rows: int) -> None:
+        if stage_done is not None:
+            stage_done(name, rows)
+
     target = Path(csv_path)
     folder = target.parent if str(target.parent) else Path(".")
     if not folder.is_dir():
@@ -571,12 +582,15 @@ def release_on_spark(
         if progress is not None:
             progress(0.0, "reading the input on Spark")
         data = read_input(spark, path, delimiter)
+        done("Spark: start + read + row index", data.rows)
         if progress is not None:
             progress(0.1, "counting the combinations on Spark")
         table = frequency_table(data, frequency_columns)
+        done("Spark: frequency table", data.rows)
         config = configure(table, data.columns)
         result, enc, chosen = anonymize_frequencies(table, data.columns, config, progress)
         plan = plan_release(enc, chosen, config, data.columns, seed, data.delimiter)
+        done("search (driver)", data.rows)
         if progress is not None:
             progress(0.9, "releasing the rows on Spark")
         parts = scratch / "parts"
@@ -584,6 +598,7 @@ def release_on_spark(
         with open(temp, "wb") as out:
             written = write_released(data, plan, out, parts, bucket_rows)
         os.replace(temp, target)
+        done("Spark: release + order + write", written.rows)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         with contextlib.suppress(Exception):
