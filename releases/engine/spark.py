@@ -181,9 +181,18 @@ def _driver_host(master: str) -> str:
     return socket.gethostbyname(socket.gethostname())
 
 
+_PYTHON_ERROR = re.compile(r"^\s*(\w+(?:Error|Exception)): (.+)$", re.MULTILINE)
+
+
 def _first_line(exc: BaseException) -> str:
-    """The reason a Spark or Java exception gives, without Java's stack trace."""
+    """The reason a Spark or Java exception gives, without Java's stack trace (for an error
+    in the executors' Python, that error's own line)."""
     text = str(getattr(exc, "desc", None) or exc)
+    if "thrown from the Python worker" in text or "PythonException" in text:
+        found = _PYTHON_ERROR.findall(text)
+        if found:
+            name, message = found[-1]
+            return f"the engine's code on an executor failed ({name}: {message.strip()})."
     for line in text.splitlines():
         line = line.strip()
         if line and not line.startswith(("at ", "Traceback", "JVM stacktrace", "File ")):
