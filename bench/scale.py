@@ -2,8 +2,8 @@
 20000000 ...]``.
 
 For each size, ``bench/generate.py`` writes that many adult-like rows (seeded) into a temporary
-folder (``--dir``, default the system's; about 82 MB per million rows: 20 million rows are
-1.7 GB), then ``python manage.py anonymize FILE --out ... --report ... --qi age=... (the 8
+folder, or ``--dir`` (where ``adult-ROWS.csv`` is reused if present; about 82 MB per million
+rows: 20 million rows are 1.7 GB), then ``python manage.py anonymize FILE --out ... --report ... --qi age=... (the 8
 Adult quasi-identifiers with their hierarchies) --k 5 --suppression-limit 0.05 --seed 1
 --verbose`` runs as typed in a child process. Its ``--verbose`` lines give each stage's rows,
 time and peak resident memory (the process's VmHWM, reset at each stage): reading and the
@@ -79,7 +79,9 @@ def main(argv: list[str] | None = None) -> None:
     args = parser.parse_args(argv)
     extra = ["--chunk-rows", str(args.chunk_rows)] if args.chunk_rows else []
     extra += ["--in-memory"] if args.in_memory else []
-    folder = Path(tempfile.mkdtemp(prefix="scale-", dir=args.dir))
+    # A folder given is used as it is (a file of the right name there is reused); else a
+    # temporary one.
+    folder = args.dir or Path(tempfile.mkdtemp(prefix="scale-"))
     try:
         for rows in args.rows or [1_000_000]:
             source = folder / f"adult-{rows}.csv"
@@ -111,7 +113,7 @@ def main(argv: list[str] | None = None) -> None:
                 for path in (source, out, out.with_suffix(".json")):
                     path.unlink(missing_ok=True)
     finally:
-        if not args.keep:
+        if not args.keep and args.dir is None:
             for path in folder.iterdir():
                 path.unlink()
             folder.rmdir()

@@ -458,7 +458,7 @@ def _write_bucket(
 ) -> int:
     """One bucket's rows, sorted by their order keys, as CSV lines (and Parquet rows). Each
     column is quoted through its distinct values once and only their codes are permuted."""
-    count = table.num_rows
+    count = int(table.num_rows)
     by_key = np.argsort(table.column(ORDER).to_numpy(), kind="stable")
     single = len(plan.columns) == 1
     parts: list[tuple[pa.Array, NDArray[np.int32] | None]] = []
