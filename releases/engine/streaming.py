@@ -94,7 +94,7 @@ def streaming_refusal(config: AnonymizationConfig) -> str | None:
 def frequency_columns(config: AnonymizationConfig) -> list[str]:
     """The columns the frequency table of ``config`` counts: the quasi-identifiers, then the
     sensitive attributes."""
-    return [*config.quasi_identifiers, *[s for s in config.sensitive]]
+    return [*config.quasi_identifiers, *config.sensitive]
 
 
 def anonymize_frequencies(
