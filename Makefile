@@ -8,7 +8,7 @@ PY := $(VENV)/bin/python
 # pandas and numpy than the app: they live in a venv of their own.
 PYCANON_VENV := .venv-pycanon
 
-.PHONY: run test test-fast test-parallel test-serial test-second-python install install-test pycanon-env lint format screenshots bench bench-io bench-web bench-pages bench-load bench-chaos clean
+.PHONY: run run-spark install-spark test test-fast test-parallel test-serial test-second-python install install-test pycanon-env lint format screenshots bench bench-io bench-web bench-pages bench-load bench-chaos clean
 
 $(VENV)/.installed-run: pyproject.toml
 	@scripts/check-python.sh "$(PYTHON)"
@@ -38,16 +38,27 @@ pycanon-env: $(PYCANON_VENV)/.installed
 run: install
 	@scripts/run-dev.sh
 
+# `make run` with a local standalone Spark cluster (a master and two workers on 127.0.0.1) and
+# SPARK_MASTER pointing at it.
+run-spark: install-spark
+	@scripts/run-spark.sh
+
+install-spark: $(VENV)/.installed-spark
+
+$(VENV)/.installed-spark: pyproject.toml $(VENV)/.installed-run
+	$(PY) -m pip install --quiet --disable-pip-version-check -e '.[spark]'
+	@touch $@
+
 # pytest-xdist processes (-n): one per core by default.
 TEST_WORKERS ?= auto
-# Tests that must not share the machine with others (timing-sensitive chaos and load runs) run
-# alone, after the parallel pass.
-SERIAL := chaos or load
+# Tests that must not share the machine with others (timing-sensitive chaos and load runs, the
+# Spark cluster's JVMs) run alone, after the parallel pass.
+SERIAL := chaos or load or spark
 
 # The whole suite: in parallel where safe, then the serial tests, then the engine's tests on a
 # second Python.
 test: install-test
-	@scripts/ensure-system-packages.sh redis-server chromium postgresql
+	@scripts/ensure-system-packages.sh redis-server chromium postgresql java
 	@$(MAKE) --no-print-directory test-parallel
 	@$(MAKE) --no-print-directory test-serial
 	@$(MAKE) --no-print-directory test-second-python

@@ -418,6 +418,11 @@ REDELIVER_SECONDS = float(os.environ.get("REDELIVER_SECONDS", "120"))
 # Celery beat runs the sweeper that finishes what dead workers and lost messages left behind.
 SWEEP_SECONDS = float(os.environ.get("SWEEP_SECONDS", "30"))
 CELERY_BEAT_SCHEDULE_FILENAME = str(VAR_DIR / "celerybeat-schedule")
+# Apache Spark for the row-growing parts of a run (releases/engine/spark.py): a standalone
+# master ("spark://host:7077") or "local[N]"; empty: the engine runs in the worker's process.
+SPARK_MASTER = os.environ.get("SPARK_MASTER", "").strip()
+# Seconds to wait for the master to answer before a run fails with a clear reason.
+SPARK_CONNECT_SECONDS = float(os.environ.get("SPARK_CONNECT_SECONDS", "10"))
 # Sent messages stay in the outbox this many days (to inspect what was sent), then beat
 # deletes them once a day.
 OUTBOX_RETENTION_DAYS = float(os.environ.get("OUTBOX_RETENTION_DAYS", "7"))

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Install the Debian packages the app or its tests need, when missing and when we are root.
-# Usage: ensure-system-packages.sh redis-server [chromium] [postgresql]
+# Usage: ensure-system-packages.sh redis-server [chromium] [postgresql] [java]
 set -euo pipefail
 missing=()
 for package in "$@"; do
@@ -9,6 +9,8 @@ for package in "$@"; do
     chromium) [ -x /usr/bin/chromium ] || missing+=(chromium) ;;
     # The tests make throwaway clusters with initdb and pg_ctl; the service is never started.
     postgresql) compgen -G "/usr/lib/postgresql/*/bin/initdb" >/dev/null || missing+=(postgresql) ;;
+    # Spark (pyspark's standalone cluster and driver) runs on Java 17 or 21.
+    java) command -v java >/dev/null 2>&1 || missing+=(default-jre-headless) ;;
     *) echo "unknown package $package" >&2; exit 2 ;;
   esac
 done

@@ -193,6 +193,15 @@ def postgres_database(request, postgres_server):
 
 
 @pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory):
+    """A standalone Spark cluster on 127.0.0.1: a master and two workers, each a process."""
+    from tests.support.spark import standalone_cluster  # imports pyspark: only when asked for
+
+    with standalone_cluster(tmp_path_factory.mktemp("spark")) as cluster:
+        yield cluster
+
+
+@pytest.fixture(scope="session")
 def stack(tmp_path_factory):
     """The app on real processes (Redis, Celery worker, web server) with the demo accounts."""
     with processes.app_stack(tmp_path_factory.mktemp("stack")) as stack:

@@ -311,4 +311,52 @@ def _string_bytes(array: pa.Array) -> memoryview:
     return memoryview(data)[offsets[0] : offsets[-1]]
 
 
-__all__ = ["FORMULA_PREFIXES", "Written", "neutralise_cell", "neutralise_formulas", "write_csv"]
+# --- Writing Arrow batches (the streamed release) -----------------------------------------
+
+
+def csv_header(names: Sequence[str], delimiter: str = ",", neutralise: bool = True) -> bytes:
+    """The header line :func:`write_csv` writes for a frame with columns ``names``."""
+    shown = [neutralise_cell(n) if neutralise else n for n in names]
+    return (
+        delimiter.join(_quote(np.array(shown, dtype=object), delimiter, len(names) == 1)) + "\n"
+    ).encode("utf-8")
+
+
+def csv_cells(
+    column: pa.Array, delimiter: str = ",", single: bool = False, neutralise: bool = True
+) -> tuple[pa.Array, NDArray[np.int32] | None]:
+    """One column of string cells (a missing cell is ""), neutralised and quoted as
+    :func:`write_csv` writes it: a repeating column as (its distinct values quoted, each cell's
+    code), the way a Categorical is written; others as (the cells quoted, None), the way Arrow
+    strings are. ``single``: the frame has this column alone."""
+    column = pc.fill_null(column.cast(pa.string()), "")
+    encoded = column.dictionary_encode()
+    if len(encoded.dictionary) <= max(len(column) // 2, 1):
+        values = np.asarray(encoded.dictionary.to_pylist(), dtype=object)
+        if neutralise:
+            values = _neutralise_values(values)
+        quoted = pa.array(list(_quote(values, delimiter, single)), type=pa.string())
+        return quoted, encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32)
+    if neutralise:
+        column = _neutralise_arrow(pa.chunked_array([column])).combine_chunks()
+    return _quote_arrow(column, delimiter, single), None
+
+
+def csv_lines(cells: Sequence[pa.Array], rows: int, delimiter: str = ",") -> bytes | memoryview:
+    """The lines of ``rows`` rows whose columns hold these quoted cells."""
+    if not cells:
+        return b"\n" * rows
+    lines = pc.binary_join_element_wise(*cells, delimiter)
+    return _string_bytes(pc.binary_join_element_wise(lines, pa.scalar(""), "\n"))
+
+
+__all__ = [
+    "FORMULA_PREFIXES",
+    "Written",
+    "csv_cells",
+    "csv_header",
+    "csv_lines",
+    "neutralise_cell",
+    "neutralise_formulas",
+    "write_csv",
+]

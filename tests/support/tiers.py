@@ -24,6 +24,7 @@ FULL_TIER = (
     "process",
     "slow",
     "pycanon",
+    "spark",
 )
 
 
@@ -37,6 +38,7 @@ FIXTURE_MARKERS = {
     "s3_server": "s3",
     "postgres_server": "postgres",
     "postgres_database": "postgres",
+    "spark_cluster": "spark",
 }
 
 
@@ -65,6 +67,8 @@ def marker_for(command: Sequence[str | bytes | os.PathLike]) -> str:
         return "browser"
     if any("locust" in word for word in words) or "load.py" in words:
         return "load"
+    if any(word in ("spark-class", "spark-submit", "java") for word in words):
+        return "spark"
     # pycanon's checker, in the venv of its own (tests/support/pycanon.py).
     if any("pycanon" in path for path in paths):
         return "pycanon"
