@@ -177,6 +177,8 @@ def _rerun(release_request: ReleaseRequest, pause: Callable[[str], None]) -> dic
         release_request.config,
         params,
         release_request.shuffle_seed,
+        # The order the round was written in (rounds run before the keyed order: numpy's).
+        scheme=release_request.shuffle_scheme,
         # The same earlier releases the round protected (its parameters name them).
         earlier_releases=run.protected_releases(release_request, params),
     )
