@@ -6,7 +6,7 @@ import dataclasses
 import math
 import time
 from collections.abc import Mapping
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 import numpy as np
 import pandas as pd
@@ -47,7 +47,16 @@ from .types import (
     ProgressCallback,
 )
 
-__all__ = ["anonymize", "encode", "judge_levels", "validate_config", "parse_levels"]
+__all__ = [
+    "Chosen",
+    "anonymize",
+    "encode",
+    "judge_levels",
+    "parse_levels",
+    "release",
+    "validate_config",
+    "validate_shape",
+]
 
 
 def _as_text(column: pd.Series) -> pd.Series:
@@ -235,6 +244,21 @@ def validate_config(
 
     ``check_values``: also check that every hierarchy covers its column's values (the optimal
     search does that itself while encoding, so :func:`anonymize` skips it here)."""
+    validate_shape(list(data.columns), len(data), config)
+    _validate_microaggregate(data, config)
+    if not check_values:
+        return
+    for name, hierarchy in list(config.quasi_identifiers.items()) + list(
+        config.sensitive_hierarchies.items()
+    ):
+        if name in data.columns:
+            named = hierarchy if hierarchy.attribute else hierarchy.with_attribute(name)
+            named.validate_against(pd.unique(_as_text(data[name])))
+
+
+def validate_shape(columns: list[str], rows: int, config: AnonymizationConfig) -> None:
+    """:func:`validate_config` for a table known by its columns and number of rows (the values
+    are not looked at)."""
     model = config.model
     model.validate()
     if config.algorithm not in ("optimal", "mondrian", "heuristic"):
@@ -251,7 +275,7 @@ def validate_config(
         ("a sensitive attribute", config.sensitive),
     ):
         for name in names:
-            if name not in data.columns:
+            if name not in columns:
                 raise EngineError(f"Column {name!r}, given as {role}, is not in the data.")
             if name in roles:
                 if roles[name] == role:
@@ -262,10 +286,10 @@ def validate_config(
     if protects and not config.earlier_releases:
         raise EngineError("Protecting earlier releases needs at least one earlier release.")
     for name, membership in config.earlier_releases.items():
-        if len(membership) != len(data):
+        if len(membership) != rows:
             raise EngineError(
                 f"The earlier release {name!r} gives a class for {len(membership):,} rows; the "
-                f"data has {len(data):,}."
+                f"data has {rows:,}."
             )
     for criterion in model.criteria:
         if criterion.needs_sensitive and not config.sensitive:
@@ -282,7 +306,7 @@ def validate_config(
                 f"{criterion.label.capitalize()} cannot be enforced by Mondrian (local "
                 "recoding); use the optimal search."
             )
-    n = len(data)
+    n = rows
     if n == 0:
         raise EngineError("The data has no rows to anonymize.")
     subset = config.research_subset
@@ -341,7 +365,6 @@ def validate_config(
             raise EngineError(
                 f"The minimum level of {name!r} ({lo}) is above its maximum level ({hi})."
             )
-    _validate_microaggregate(data, config)
     for name, weight in config.weights.items():
         if name not in config.quasi_identifiers:
             raise EngineError(f"A weight is given for {name!r}, which is not a quasi-identifier.")
@@ -349,14 +372,6 @@ def validate_config(
             raise EngineError(
                 f"The weight of {name!r} must be a number of 0 or more, not {weight}."
             )
-    if not check_values:
-        return
-    for name, hierarchy in list(config.quasi_identifiers.items()) + list(
-        config.sensitive_hierarchies.items()
-    ):
-        if name in data.columns:
-            named = hierarchy if hierarchy.attribute else hierarchy.with_attribute(name)
-            named.validate_against(pd.unique(_as_text(data[name])))
 
 
 def anonymize(
@@ -377,12 +392,41 @@ def anonymize(
     config = generalized_config(config)
 
     config, dp = safepub.prepare(len(data), config)
-    model = config.model
     if progress is not None:
         progress(0.0, "encoding the data")
+    enc, context = encode(data, config)
+    return release(enc, context, config, utility, dp, progress, started, data)[0]
+
+
+@dataclass
+class Chosen:
+    """The transformation a release applies: its levels, its classes (``table``), each level-0
+    class's class in it (``base_to_class``) and the classes suppressed (``fails``)."""
+
+    levels: tuple[int, ...]
+    table: Table
+    base_to_class: IntArray
+    fails: BoolArray
+
+
+def release(
+    enc: EncodedData,
+    context: DataContext,
+    config: AnonymizationConfig,
+    utility: dict[str, object],
+    dp: safepub.SafePubRun | None,
+    progress: ProgressCallback | None,
+    started: float,
+    data: pd.DataFrame | None,
+) -> tuple[AnonymizationResult, Chosen]:
+    """The search on the encoded input, and the result: with ``data`` (the rows ``enc`` was
+    encoded from) the extract too; without (``enc`` from a frequency table), ``data`` of the
+    result is empty and ``source_rows`` None: the rows are released from the returned
+    :class:`Chosen` (:mod:`.streaming`). ``config`` is :func:`generalized_config`'s, after
+    SafePub's preparation (``dp``); ``utility`` the original configuration's."""
+    model = config.model
     qis = list(config.quasi_identifiers)
     subset = config.research_subset
-    enc, context = encode(data, config)
     n = enc.n
     population_size = context.population_size
     lo = [int(config.min_levels.get(q, 0)) for q in qis]
@@ -400,33 +444,44 @@ def anonymize(
     # Re-derive the chosen transformation from the level-0 table to map rows to classes.
     table, base_to_class, judged = judge_levels(enc, model, context, found.levels)
     fails = judged.fails
-    # int32: a class per row of 12 million rows is 48 MB, not 96 MB.
-    row_class = base_to_class.astype(np.int32)[enc.row_class]
-    keep_rows = ~fails[row_class]
-    if subset is not None:
-        keep_rows &= subset.rows  # only the research subset is released
     suppressed = int(table.counts[fails].sum())
-
-    # --- the extract: identifiers dropped, suppressed rows removed, QIs generalized
-    kept_class = row_class[keep_rows]
-    columns: dict[str, object] = {}
-    aggregates = {column.name: _aggregates(column, table, row_class) for column in enc.aggregated}
-    for col in data.columns:
-        if col in config.identifiers:
-            continue
-        if col in aggregates:
-            columns[col] = aggregates[col][kept_class]
-        elif col in config.quasi_identifiers:
-            i = qis.index(col)
-            level = found.levels[i]
-            columns[col] = _released_column(
-                list(enc.attributes[i].labels[level]),
-                table.codes[kept_class, i],
-                isinstance(data[col].dtype, pd.CategoricalDtype),
+    aggregates: dict[str, ObjectArray] = {}
+    if data is None or enc.row_class is None:
+        if enc.aggregated or subset is not None:
+            raise EngineError(
+                "Microaggregation and research subsets need the rows: they are not released "
+                "from a frequency table."
             )
-        else:
-            columns[col] = _kept(data[col], keep_rows, suppressed > 0 or subset is not None)
-    extract = pd.DataFrame(columns, columns=list(columns))
+        extract = pd.DataFrame()
+        source_rows = None
+    else:
+        # int32: a class per row of 12 million rows is 48 MB, not 96 MB.
+        row_class = base_to_class.astype(np.int32)[enc.row_class]
+        keep_rows = ~fails[row_class]
+        if subset is not None:
+            keep_rows &= subset.rows  # only the research subset is released
+
+        # --- the extract: identifiers dropped, suppressed rows removed, QIs generalized
+        kept_class = row_class[keep_rows]
+        columns: dict[str, object] = {}
+        aggregates = {c.name: _aggregates(c, table, row_class) for c in enc.aggregated}
+        for col in data.columns:
+            if col in config.identifiers:
+                continue
+            if col in aggregates:
+                columns[col] = aggregates[col][kept_class]
+            elif col in config.quasi_identifiers:
+                i = qis.index(col)
+                level = found.levels[i]
+                columns[col] = _released_column(
+                    list(enc.attributes[i].labels[level]),
+                    table.codes[kept_class, i],
+                    isinstance(data[col].dtype, pd.CategoricalDtype),
+                )
+            else:
+                columns[col] = _kept(data[col], keep_rows, suppressed > 0 or subset is not None)
+        extract = pd.DataFrame(columns, columns=list(columns))
+        source_rows = np.flatnonzero(keep_rows)
 
     # --- equivalence classes of the extract (not the population's classes it does not hold)
     keep_classes = ~fails & (table.counts > 0)
@@ -501,7 +556,7 @@ def anonymize(
         for h in [*config.quasi_identifiers.values(), *config.sensitive_hierarchies.values()]
         for w in h.warnings
     ]
-    return AnonymizationResult(
+    result = AnonymizationResult(
         data=extract,
         algorithm=config.algorithm,
         levels={q: int(v) for q, v in zip(qis, found.levels, strict=True)},
@@ -519,7 +574,7 @@ def anonymize(
         transformations_checked=int(found.transformations_checked),
         seconds=float(time.perf_counter() - started),
         heuristic=bool(found.heuristic),
-        source_rows=np.flatnonzero(keep_rows),
+        source_rows=source_rows,
         model=model,
         models=_with_sample(model.achieved(released, context), dp),
         candidates=candidates,
@@ -532,6 +587,7 @@ def anonymize(
         search=search_info,
         safepub=None if dp is None else dp.report(),
     )
+    return result, Chosen(tuple(found.levels), table, base_to_class, fails)
 
 
 def _aggregates(column: AggregatedColumn, table: Table, row_class: SmallIntArray) -> ObjectArray:

@@ -311,4 +311,53 @@ def _string_bytes(array: pa.Array) -> memoryview:
     return memoryview(data)[offsets[0] : offsets[-1]]
 
 
-__all__ = ["FORMULA_PREFIXES", "Written", "neutralise_cell", "neutralise_formulas", "write_csv"]
+# --- Writing Arrow batches (the streamed release) -----------------------------------------
+
+
+def csv_header(names: Sequence[str], delimiter: str = ",", neutralise: bool = True) -> bytes:
+    """The header line :func:`write_csv` writes for a frame with columns ``names``."""
+    shown = [neutralise_cell(n) if neutralise else n for n in names]
+    return (
+        delimiter.join(_quote(np.array(shown, dtype=object), delimiter, len(names) == 1)) + "\n"
+    ).encode("utf-8")
+
+
+def _batch_cells(column: pa.Array, delimiter: str, single: bool, neutralise: bool) -> pa.Array:
+    """One column of a batch of string cells, neutralised and quoted as :func:`write_csv`
+    writes it: a repeating column through its distinct values (as a Categorical is), others
+    cell by cell in Arrow (as Arrow strings are)."""
+    column = pc.fill_null(column.cast(pa.string()), "")
+    encoded = column.dictionary_encode()
+    if len(encoded.dictionary) <= max(len(column) // 2, 1):
+        values = np.asarray(encoded.dictionary.to_pylist(), dtype=object)
+        if neutralise:
+            values = _neutralise_values(values)
+        quoted = pa.array(list(_quote(values, delimiter, single)), type=pa.string())
+        return pc.take(quoted, encoded.indices)
+    if neutralise:
+        column = _neutralise_arrow(pa.chunked_array([column])).combine_chunks()
+    return _quote_arrow(column, delimiter, single)
+
+
+def csv_rows(
+    columns: Sequence[pa.Array], rows: int, delimiter: str = ",", neutralise: bool = True
+) -> bytes | memoryview:
+    """The bytes :func:`write_csv` writes for these rows (after the header) of a frame whose
+    columns (all of them, in order) hold these string cells (a missing cell is "")."""
+    if not columns:
+        return b"\n" * rows
+    single = len(columns) == 1
+    cells = [_batch_cells(c, delimiter, single, neutralise) for c in columns]
+    lines = pc.binary_join_element_wise(*cells, delimiter)
+    return _string_bytes(pc.binary_join_element_wise(lines, pa.scalar(""), "\n"))
+
+
+__all__ = [
+    "FORMULA_PREFIXES",
+    "Written",
+    "csv_header",
+    "csv_rows",
+    "neutralise_cell",
+    "neutralise_formulas",
+    "write_csv",
+]

@@ -52,6 +52,7 @@ from . import metrics
 from .arrays import BoolArray, CodeArray, FloatArray, IntArray
 from .criteria import Classes, DataContext, Evaluation, PrivacyModel
 from .errors import EngineError
+from .frequency import FIRST, ROWS, FrequencyTable
 from .hierarchy import Hierarchy
 from .microaggregation import AggregatedColumn
 from .privacy import SensitiveCounts
@@ -239,7 +240,9 @@ class EncodedData:
     attributes: list[Attribute]
     n: int
     base: Table
-    row_class: IntArray
+    #: Each input row's level-0 class; None when encoded from a frequency table (the rows are
+    #: not kept: :meth:`from_frequencies`).
+    row_class: IntArray | None
     sensitive_codes: dict[str, IntArray]
     sensitive_labels: dict[str, list[str]]
     population_rows: int | None = None
@@ -248,6 +251,9 @@ class EncodedData:
     weights: FloatArray | None = None
     #: The microaggregated columns (:mod:`.microaggregation`), in the Loss after the others.
     aggregated: list[AggregatedColumn] = field(default_factory=list)
+    #: Encoded from a frequency table: per sensitive attribute, the rows holding each code
+    #: (``sensitive_codes`` is then empty).
+    sensitive_frequencies: dict[str, IntArray] = field(default_factory=dict)
 
     @classmethod
     def build(
@@ -365,6 +371,94 @@ class EncodedData:
             aggregated=list(aggregated),
         )
 
+    @classmethod
+    def from_frequencies(
+        cls,
+        table: FrequencyTable,
+        hierarchies: dict[str, Hierarchy],
+        sensitive: Sequence[str] = (),
+        sensitive_hierarchies: dict[str, Hierarchy] | None = None,
+        track_first: bool = False,
+    ) -> EncodedData:
+        """Encode the input from its frequency table (:mod:`.frequency`) instead of its rows:
+        the same attributes, level-0 table, sensitive counts and first rows as :meth:`build`
+        gives on the rows, so that the search gives the same result; ``row_class`` is None.
+
+        Values are numbered in order of first appearance in the input, as :meth:`build` does:
+        the table is ordered by each combination's first row, so a value's first combination
+        in it is the one holding its first row."""
+        frame = table.frame
+        missing = [c for c in [*hierarchies, *sensitive] if c not in table.columns]
+        if missing:
+            raise EngineError(f"Column {missing[0]!r} is not in the frequency table.")
+        weights = frame[ROWS].to_numpy(dtype=np.int64)
+        firsts = frame[FIRST].to_numpy(dtype=np.int64)
+        if len(firsts) > 1 and bool((np.diff(firsts) <= 0).any()):
+            raise EngineError("The frequency table is not ordered by first row.")
+        attributes: list[Attribute] = []
+        combo_codes: list[CodeArray] = []
+        for name, hierarchy in hierarchies.items():
+            codes, uniques = pd.factorize(frame[name], sort=False)
+            values = [str(u) for u in uniques]
+            named = hierarchy if hierarchy.attribute else hierarchy.with_attribute(name)
+            named.validate_against(values)
+            gen, labels = hierarchy.encode(values)
+            shares = []
+            for level in range(hierarchy.height):
+                by_label = hierarchy.domain_shares(level)
+                shares.append(np.array([by_label[lab] for lab in labels[level]]))
+            frequency = np.bincount(codes, weights=weights, minlength=len(values))
+            attributes.append(
+                Attribute(
+                    name,
+                    hierarchy,
+                    [g.astype(np.int32) for g in gen],
+                    labels,
+                    shares,
+                    np.rint(frequency).astype(np.int64),
+                )
+            )
+            combo_codes.append(codes.astype(np.int32))
+        if not attributes:
+            raise EngineError("Choose at least one quasi-identifier.")
+        cards = [a.cardinality(0) for a in attributes]
+        combo_class, m, base_codes = _group(combo_codes, cards)
+        if base_codes is None:
+            base_codes = np.empty((m, len(attributes)), dtype=np.int32)
+            for i, column in enumerate(combo_codes):
+                base_codes[combo_class, i] = column
+        counts = np.rint(np.bincount(combo_class, weights=weights, minlength=m)).astype(np.int64)
+        sens_counts: dict[str, SensitiveCounts] = {}
+        sens_labels: dict[str, list[str]] = {}
+        sens_frequencies: dict[str, IntArray] = {}
+        for name in sensitive:
+            codes, uniques = pd.factorize(frame[name], sort=False)
+            labels_s = [str(u) for u in uniques]
+            h = (sensitive_hierarchies or {}).get(name)
+            if h is not None:
+                (h if h.attribute else h.with_attribute(name)).validate_against(labels_s)
+            sens_labels[name] = labels_s
+            sens_frequencies[name] = np.rint(
+                np.bincount(codes, weights=weights, minlength=len(labels_s))
+            ).astype(np.int64)
+            sens_counts[name] = SensitiveCounts.from_codes(
+                combo_class, codes, n_groups=m, n_values=len(labels_s), weights=weights
+            )
+        first = None
+        if track_first:
+            first = np.full(m, np.iinfo(np.int64).max, dtype=np.int64)
+            np.minimum.at(first, combo_class, firsts)
+        base = Table(tuple([0] * len(attributes)), base_codes, counts, sens_counts, first)
+        return cls(
+            attributes,
+            int(table.rows),
+            base,
+            None,
+            {},
+            sens_labels,
+            sensitive_frequencies=sens_frequencies,
+        )
+
     def data_context(
         self,
         sensitive_hierarchies: dict[str, Hierarchy] | None = None,
@@ -378,6 +472,7 @@ class EncodedData:
             sensitive_hierarchies,
             population_size,
             self.population_rows,
+            self.sensitive_frequencies,
         )
 
     # ------------------------------------------------------------------------------ roll-up

@@ -221,16 +221,22 @@ class TContext:
     @classmethod
     def build(
         cls,
-        codes: IntArray,
+        codes: IntArray | None,
         distance: str,
         labels: Sequence[str] | None = None,
         hierarchy: Hierarchy | None = None,
         n_values: int | None = None,
+        frequencies: IntArray | None = None,
     ) -> TContext:
-        """From the sensitive codes of every input row (and the code -> label list)."""
-        codes = np.asarray(codes, dtype=np.int64)
-        n_values = n_values if n_values is not None else (int(codes.max()) + 1 if len(codes) else 0)
-        q = np.bincount(codes, minlength=n_values) / max(len(codes), 1)
+        """From the sensitive codes of every input row (and the code -> label list), or from
+        ``frequencies``, the rows holding each code (then ``codes`` is None)."""
+        if frequencies is None:
+            codes = np.asarray(codes, dtype=np.int64)
+            n_values = (
+                n_values if n_values is not None else (int(codes.max()) + 1 if len(codes) else 0)
+            )
+            frequencies = np.bincount(codes, minlength=n_values)
+        q = frequencies / max(int(frequencies.sum()), 1)
         if distance == "equal":
             return cls("equal", q)
         if labels is None:

@@ -197,9 +197,13 @@ class DataContext:
         sensitive_hierarchies: Mapping[str, Hierarchy] | None = None,
         population_size: int | None = None,
         population_rows: int | None = None,
+        sensitive_frequencies: Mapping[str, IntArray] | None = None,
     ) -> None:
         self.n = int(n)
         self.codes = dict(sensitive_codes or {})
+        #: Per sensitive attribute given without its rows' codes (a frequency table's input):
+        #: the rows holding each code.
+        self.frequencies = dict(sensitive_frequencies or {})
         self.labels = {k: list(v) for k, v in (sensitive_labels or {}).items()}
         self.hierarchies = dict(sensitive_hierarchies or {})
         self.population_size = population_size
@@ -214,10 +218,13 @@ class DataContext:
 
     @property
     def sensitive(self) -> list[str]:
-        return list(self.codes)
+        return list(self.codes) + [k for k in self.frequencies if k not in self.codes]
 
     def distribution(self, name: str) -> FloatArray:
         """Share of the input rows holding each value (by code) of sensitive ``name``."""
+        if name not in self._q and name in self.frequencies:
+            counts = self.frequencies[name]
+            self._q[name] = counts / max(int(counts.sum()), 1)
         if name not in self._q:
             codes = self.codes[name]
             m = len(self.labels.get(name, ())) or (int(codes.max()) + 1 if len(codes) else 0)
@@ -229,11 +236,12 @@ class DataContext:
         if key not in self._t:
             labels = self.labels.get(name)
             self._t[key] = TContext.build(
-                self.codes[name],
+                self.codes.get(name),
                 distance,
                 labels,
                 self.hierarchies.get(name),
                 n_values=len(labels) if labels else None,
+                frequencies=self.frequencies.get(name),
             )
         return self._t[key]
 

@@ -1,0 +1,154 @@
+"""The input's frequency table, built from Arrow record batches one at a time.
+
+The optimal search needs only the level-0 frequency table of the quasi-identifiers (and the
+sensitive values' counts within each class): the distinct combinations of the columns, each with
+its number of rows. :func:`frequency_table` builds it batch by batch, so that memory grows with
+the distinct combinations, not with the rows; each combination also keeps its first row (the
+smallest 0-based input row index), which gives the order of first appearance the in-memory
+encoding numbers values in (:meth:`.lattice.EncodedData.from_frequencies`).
+
+Partial tables of consecutive parts of the input (e.g. Spark partitions, whose row indexes the
+caller has offset) are merged with :func:`merge_frequency_tables`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+import pandas as pd
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from .errors import EngineError
+
+__all__ = ["FIRST", "ROWS", "FrequencyTable", "frequency_table", "merge_frequency_tables"]
+
+#: The frame's column of rows per combination.
+ROWS = "__rows"
+#: The frame's column of each combination's first row (smallest 0-based input row index).
+FIRST = "__first"
+#: Partial tables are merged once they hold this many combinations together.
+_MERGE_COMBINATIONS = 1 << 20
+
+
+@dataclass
+class FrequencyTable:
+    """The input's distinct combinations of ``columns`` (the quasi-identifiers first, then the
+    sensitive columns), each with its number of rows and its first row.
+
+    ``frame`` holds one column per name in ``columns`` (the cells as strings, as read; a missing
+    cell is ""), then :data:`ROWS` (int64) and :data:`FIRST` (int64: the smallest 0-based input
+    row index holding the combination), one row per combination, ordered by first row.
+    ``rows``: the input's rows."""
+
+    frame: pd.DataFrame
+    columns: list[str]
+    rows: int
+
+    def distinct(self, column: str) -> list[str]:
+        """The distinct values of ``column`` in order of first appearance in the input."""
+        firsts = self.frame.groupby(column, sort=False, observed=True)[FIRST].min()
+        return [str(v) for v in firsts.sort_values(kind="stable").index]
+
+
+def _text(column: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
+    """A column as Arrow strings, a missing cell as "" (the in-memory engine's reading)."""
+    if pa.types.is_dictionary(column.type):
+        column = pc.cast(column, column.type.value_type)
+    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+        column = pc.cast(column, pa.string())
+    return pc.fill_null(column, "")
+
+
+def _aggregate(table: pa.Table, columns: Sequence[str], weighted: bool) -> pa.Table:
+    """One row per distinct combination of ``columns``: the rows summed (``weighted``: the
+    table's :data:`ROWS`; else one per row) and the smallest :data:`FIRST`."""
+    rows = (ROWS, "sum") if weighted else (FIRST, "count")
+    grouped = table.group_by(list(columns), use_threads=False).aggregate([(FIRST, "min"), rows])
+    names = {f"{FIRST}_min": FIRST, f"{ROWS}_sum": ROWS, f"{FIRST}_count": ROWS}
+    grouped = grouped.rename_columns([names.get(n, n) for n in grouped.column_names])
+    return grouped.select([*columns, ROWS, FIRST])
+
+
+def _check_columns(names: Sequence[str], columns: Sequence[str]) -> None:
+    missing = [c for c in columns if c not in names]
+    if missing:
+        raise EngineError(f"Column {missing[0]!r} is not in the data.")
+    if len(set(columns)) != len(columns):
+        raise EngineError("A column is named twice for the frequency table.")
+
+
+def _frame(table: pa.Table, columns: Sequence[str], rows: int) -> FrequencyTable:
+    table = table.sort_by([(FIRST, "ascending")])
+    frame = pd.DataFrame(
+        {
+            **{c: table.column(c).to_numpy(zero_copy_only=False).astype(object) for c in columns},
+            ROWS: table.column(ROWS).to_numpy().astype("int64"),
+            FIRST: table.column(FIRST).to_numpy().astype("int64"),
+        },
+        columns=[*columns, ROWS, FIRST],
+    )
+    return FrequencyTable(frame, list(columns), rows)
+
+
+def _empty(columns: Sequence[str]) -> pa.Table:
+    return pa.table(
+        {
+            **{c: pa.array([], type=pa.string()) for c in columns},
+            ROWS: pa.array([], type=pa.int64()),
+            FIRST: pa.array([], type=pa.int64()),
+        }
+    )
+
+
+def frequency_table(batches: Iterable[pa.RecordBatch], columns: Sequence[str]) -> FrequencyTable:
+    """The frequency table of ``columns`` over the rows of ``batches`` (in input order; row
+    indexes count from 0 at the first batch's first row). Reads one batch at a time: memory
+    holds the distinct combinations (and one batch), not the rows."""
+    columns = list(columns)
+    parts: list[pa.Table] = []
+    held = 0
+    rows = 0
+    for batch in batches:
+        _check_columns(batch.schema.names, columns)
+        count = batch.num_rows
+        if not count:
+            continue
+        index = pa.array(range(rows, rows + count), type=pa.int64())
+        arrays = [_text(batch.column(batch.schema.get_field_index(c))) for c in columns]
+        table = pa.Table.from_arrays([*arrays, index], names=[*columns, FIRST])
+        part = _aggregate(table, columns, weighted=False)
+        parts.append(part)
+        held += part.num_rows
+        rows += count
+        if held > _MERGE_COMBINATIONS and len(parts) > 1:
+            parts = [_aggregate(pa.concat_tables(parts), columns, weighted=True)]
+            held = parts[0].num_rows
+    if not parts:
+        return _frame(_empty(columns), columns, 0)
+    merged = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
+    return _frame(_aggregate(merged, columns, weighted=True), columns, rows)
+
+
+def merge_frequency_tables(parts: Sequence[FrequencyTable]) -> FrequencyTable:
+    """One table of consecutive parts of the input, given in row order, whose :data:`FIRST`
+    row indexes the caller has already offset to the whole input's."""
+    if not parts:
+        raise EngineError("No frequency tables to merge.")
+    columns = list(parts[0].columns)
+    for part in parts[1:]:
+        if list(part.columns) != columns:
+            raise EngineError("The frequency tables to merge have different columns.")
+    tables = [
+        pa.Table.from_pandas(
+            part.frame,
+            schema=pa.schema(
+                [*[(c, pa.string()) for c in columns], (ROWS, pa.int64()), (FIRST, pa.int64())]
+            ),
+            preserve_index=False,
+        )
+        for part in parts
+    ]
+    merged = _aggregate(pa.concat_tables(tables), columns, weighted=True)
+    return _frame(merged, columns, sum(p.rows for p in parts))
