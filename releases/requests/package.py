@@ -24,7 +24,7 @@ from django.conf import settings
 
 from releases import engine
 from releases.engine.export import neutralise_formulas, write_csv
-from releases.engine.shuffle import new_seed, order
+from releases.engine.shuffle import PERMUTATION, new_seed, order
 from releases.models import ReleaseFile
 
 Format = ReleaseFile.Format
