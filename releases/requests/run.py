@@ -346,19 +346,35 @@ def memory_message() -> str:
 
 
 class _StageTimer:
-    """Seconds each stage of a run took, for the worker's log ("read 3.1 s, anonymized ...")."""
+    """Seconds each stage of a run took, for the worker's log ("read 3.1 s, anonymized ..."),
+    then the process's resident memory at the end of each ("memory at each stage's end: ...").
+    """
 
     def __init__(self) -> None:
         self.last = time.perf_counter()
-        self.stages: list[tuple[str, float]] = []
+        self.stages: list[tuple[str, float, int | None]] = []
 
     def done(self, stage: str) -> None:
         now = time.perf_counter()
-        self.stages.append((stage, now - self.last))
+        self.stages.append((stage, now - self.last, _resident_mb()))
         self.last = now
 
     def __str__(self) -> str:
-        return ", ".join(f"{stage} {seconds:.1f} s" for stage, seconds in self.stages)
+        text = ", ".join(f"{stage} {seconds:.1f} s" for stage, seconds, _ in self.stages)
+        memory = [f"{mb} MB" for _, _, mb in self.stages if mb is not None]
+        return text + (f" (resident at each stage's end: {', '.join(memory)})" if memory else "")
+
+
+def _resident_mb() -> int | None:
+    """This process's resident memory in MB (Linux; None elsewhere)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) // 1024
+    except OSError:
+        pass
+    return None
 
 
 #: Classes inserted per statement (Django lowers it to what the database accepts).

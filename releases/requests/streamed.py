@@ -31,7 +31,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
-from releases.core import figures
+from releases.core import figures, storage
 from releases.datasets import column_store
 from releases.engine import AnonymizationConfig, AnonymizationResult, streaming
 from releases.engine.api import Chosen
@@ -67,6 +67,9 @@ def batches(
     """The dataset's ``columns`` (dictionary-encoded strings, "" for a missing cell) from its
     column store, ``chunk_rows`` rows at a time."""
     names = list(dict.fromkeys(columns))
+    if dataset.file_path and not storage.exists(dataset.file_path):
+        # The store records the original's SHA-256; an original gone from storage is a fault.
+        raise FileNotFoundError(f"The original of dataset {dataset.pk} is missing from storage.")
     with column_store.opened(dataset) as path:
         parquet = pq.ParquetFile(path, read_dictionary=names)
         missing = [c for c in names if c not in parquet.schema_arrow.names]
