@@ -81,9 +81,7 @@ def test_new_rounds_take_the_keyed_order_and_resubmitted_rounds_too(steward, off
     assert archived["shuffle_seed"] is not None
 
 
-def test_a_round_written_with_numpys_permutation_reproduces_byte_for_byte(
-    steward, officer, visits
-):
+def test_a_round_written_with_numpys_permutation_reproduces_byte_for_byte(steward, officer, visits):
     queued = request_release(steward, visits)
     # As migration 0029 leaves every round run before it.
     ReleaseRequest.objects.filter(pk=queued.pk).update(shuffle_scheme=ShuffleScheme.PERMUTATION)

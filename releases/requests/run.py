@@ -618,10 +618,14 @@ def _summary_streamed(
     report["examples"] = streamed.examples(built)
     before = result.class_sizes_before
     if before is None:
-        before = built.table.frame.groupby(
-            list(config.quasi_identifiers), sort=False, observed=True
-        )[streamed.ROWS].sum()
-    return _with_classes(report, result, config, np.asarray(before), ranks)
+        before = (
+            built.table.frame.groupby(list(config.quasi_identifiers), sort=False, observed=True)[
+                streamed.ROWS
+            ]
+            .sum()
+            .to_numpy()
+        )
+    return _with_classes(report, result, config, before, ranks)
 
 
 def _counted(built: streamed.StreamedRelease, name: str) -> np.ndarray:
@@ -914,6 +918,16 @@ class _ProgressReporter:
 class ExtractRun(RequestRun):
     """Anonymize a queued extract: write its package, summary and equivalence classes. Past
     the soft time limit or the memory ceiling it fails with a reason naming the setting."""
+
+    #: What the body leaves for :meth:`finished`: the release, its files (and by format), the
+    #: package's digest and the classes to store.
+    result: tuple[
+        BuiltRelease | streamed.StreamedRelease,
+        list[ReleaseFile],
+        dict[str, ReleaseFile],
+        str,
+        list[EquivalenceClass],
+    ]
 
     def log_failure(self) -> None:
         logger.exception("Release request %s failed", self.pk)

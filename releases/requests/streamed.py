@@ -276,10 +276,8 @@ def release(
         plan, rows, csv_path, parquet_path, chunk_rows=CHUNK_ROWS, progress=written
     )
     if observed.membership.size and int((observed.membership != NOT_IN).sum()) != plan.rows_out:
-        raise EngineError(
-            "The dataset's rows changed between the two readings of the release."
-        )
-    files = {
+        raise EngineError("The dataset's rows changed between the two readings of the release.")
+    files: dict[str, package.WrittenFile] = {
         Format.CSV: package.WrittenFile(csv_path, csv.sha256, csv.size),
         Format.PARQUET: package.WrittenFile(
             parquet_path, package.sha256_file(parquet_path), parquet_path.stat().st_size
@@ -369,9 +367,11 @@ def head_rows(built: StreamedRelease) -> tuple[list[str], list[list[str]], list[
         [mapping(built.plan, c).get(v, v) for v in values] if c in built.plan.values else values
         for c, values in zip(columns, original, strict=True)
     ]
-    return columns, [list(r) for r in zip(*original, strict=True)], [
-        list(r) for r in zip(*released, strict=True)
-    ]
+    return (
+        columns,
+        [list(r) for r in zip(*original, strict=True)],
+        [list(r) for r in zip(*released, strict=True)],
+    )
 
 
 def examples(built: StreamedRelease, per_attribute: int = 4) -> dict[str, list[list[str]]]:
