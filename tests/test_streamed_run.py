@@ -16,6 +16,7 @@ from django.core.serializers.json import DjangoJSONEncoder
 
 from releases.core import storage
 from releases.datasets import services as datasets
+from releases.engine.attribute_risk import attribute_risks
 from releases.engine.cross_release import NOT_IN
 from releases.models import EquivalenceClass, ReleaseRequest, Role
 from releases.requests import cross_release, package, streamed
@@ -188,3 +189,22 @@ def test_extract_membership_of_the_streamed_run_matches_a_group_by(steward):
     sizes = np.bincount(membership[membership != NOT_IN])
     assert sorted(sizes.tolist()) == sorted(extract.groupby(["age", "zip", "sex"]).size())
     assert int((membership == NOT_IN).sum()) == len(frame) - len(extract)
+
+
+def test_attribute_risks_of_a_frequency_table_equal_those_of_its_rows():
+    rng = np.random.default_rng(9)
+    frame = pd.DataFrame(
+        {
+            "age": rng.choice([str(a) for a in range(20, 60)], 3000),
+            "zip": rng.choice(["02139", "02141", "02142"], 3000),
+            "sex": rng.choice(["F", "M", ""], 3000),
+        }
+    )
+    columns = ["age", "zip", "sex"]
+    table = frame.groupby(columns, sort=False).size().rename("rows").reset_index()
+    assert len(table) < len(frame)
+    weighted = attribute_risks(table, columns, rows=table["rows"].to_numpy())
+    assert weighted == attribute_risks(frame, columns)
+    # Independently: unique rows on (age, zip) by a group-by of the rows.
+    pair = next(r for r in weighted if r.columns == ("age", "zip"))
+    assert pair.unique_rows == int((frame.groupby(["age", "zip"]).size() == 1).sum())

@@ -70,13 +70,7 @@ def batches(
     if dataset.file_path and not storage.exists(dataset.file_path):
         # The store records the original's SHA-256; an original gone from storage is a fault.
         raise FileNotFoundError(f"The original of dataset {dataset.pk} is missing from storage.")
-    with column_store.opened(dataset) as path:
-        parquet = pq.ParquetFile(path, read_dictionary=names)
-        missing = [c for c in names if c not in parquet.schema_arrow.names]
-        if missing:
-            raise EngineError(f"The dataset has no column {missing[0]!r}.")
-        yield from parquet.iter_batches(batch_size=chunk_rows, columns=names, use_threads=True)
-        pa.default_memory_pool().release_unused()
+    yield from column_store.batches(dataset, names, chunk_rows)
 
 
 def frequencies(dataset: Dataset, columns: Sequence[str]) -> FrequencyTable:
