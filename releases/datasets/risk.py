@@ -102,8 +102,9 @@ def store_risk(dataset_id: int) -> None:
     if dataset is None or not dataset.is_ready:
         return
     quasi = _quasi_identifiers(dataset)
-    if not quasi:
-        return
+    stored = dataset.risk or {}
+    if not quasi or (stored.get("quasi_identifiers") == quasi and "classes" in stored):
+        return  # asked again while a slow worker measured them: measured already
     figures = measure_risk(dataset, quasi, max_work=WORKER_COMBINATION_WORK)
     Dataset.objects.filter(pk=dataset_id).update(risk=figures)
 
