@@ -11,8 +11,9 @@
               [--microaggregate COL=mean|median|mode|interval,...]
               [--suppression-limit F] [--algorithm optimal|heuristic|mondrian]
               [--time-limit S] [--step-limit N] [--delimiter D]
-              [--seed N] [--earlier-report R.json ... [--protect-earlier]]
-              [--attacker-file FILE]
+              [--seed N] [--row-order keyed-hash|permutation]
+              [--earlier-report R.json ... [--protect-earlier]]
+              [--attacker-file FILE] [--chunk-rows N] [--in-memory]
 
 INPUT is read as text (every cell a string, an empty cell the value ""), UTF-8 (with or
 without BOM) or else Latin-1; the delimiter is detected from the header line (``,`` ``;`` or
@@ -42,11 +43,22 @@ an earlier report of a research subset (it is not re-applied).
 
 The rows are written in a random order drawn from ``--seed`` (a fresh seed when omitted),
 recorded in the report: the report is for whoever runs the release, not for a recipient (the
-seed undoes the order). OUT is written with the input's delimiter, UTF-8, with spreadsheet
-formulas neutralised. Both
-output files are first written to temporary files in their folders and then renamed, so a
-failure leaves no (partial) output. Any error prints one line on stderr and exits with 2;
-warnings (e.g. a hierarchy row listed twice) print a line each on stderr.
+seed undoes the order). The order is a keyed hash of each row's input position
+(:mod:`.shuffle`); ``--row-order permutation`` writes the order of releases made before it
+(numpy's permutation), to reproduce one byte for byte. OUT is written with the input's
+delimiter, UTF-8, with spreadsheet formulas neutralised. Both output files are first written
+to temporary files in their folders and then renamed, so a failure leaves no (partial)
+output. Any error prints one line on stderr and exits with 2; warnings (e.g. a hierarchy row
+listed twice) print a line each on stderr.
+
+Memory: INPUT is streamed (:mod:`.streaming`): read in batches (a few megabytes each), once
+to count the distinct combinations of the quasi-identifiers and sensitive attributes (the
+search runs on those), once more to release the rows, which go through temporary bucket files
+of about ``--chunk-rows`` rows beside OUT to be written in their order. Memory then grows with
+the chunk and the distinct combinations, not with the rows. What needs the rows themselves is
+read into memory as before: ``--research-subset``, ``--earlier-report``, ``--protect-earlier``,
+``--attacker-file``, ``--microaggregate``, ``--algorithm mondrian``, SafePub and
+``--row-order permutation`` (and ``--in-memory``). Both ways write the same files.
 """
 
 from __future__ import annotations
@@ -56,16 +68,19 @@ import contextlib
 import dataclasses
 import json
 import os
+import resource
 import sys
 import tempfile
-from collections.abc import Sequence
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NoReturn, TextIO
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
 
-from . import tabular
+from . import safepub, tabular
 from .api import anonymize, parse_level_limits, parse_levels, parse_weights
 from .arrays import IntArray
 from .criteria import (
@@ -86,17 +101,29 @@ from .cross_release import (
     what_constrained,
 )
 from .export import write_csv
+from .frequency import FrequencyTable, frequency_table
 from .hierarchy import Hierarchy
 from .linkage import ColumnRule, link
 from .microaggregation import parse_microaggregate
 from .reproduction import REPORT_KEY, Reproduction, file_sha256, record
 from .risk import PopulationModel
-from .shuffle import new_seed, permutation
+from .shuffle import KEYED, PERMUTATION, SCHEMES, new_seed, order
+from .streaming import (
+    anonymize_frequencies,
+    plan_release,
+    streaming_refusal,
+    write_released,
+)
 from .subset import ResearchSubset
 from .types import AnonymizationConfig, AnonymizationResult, EngineError
 
 EXIT_OK = 0
 EXIT_ERROR = 2
+#: Rows sorted at a time when the streamed release is written in its order.
+DEFAULT_CHUNK_ROWS = 1_000_000
+#: The text reader's block when the release is streamed: the reader reads several blocks
+#: ahead, so a smaller block than the upload's keeps memory down (a row must fit in one).
+STREAM_BLOCK_BYTES = 4 * 1024 * 1024
 
 
 class CliError(Exception):
@@ -206,6 +233,33 @@ def build_parser(prog: str = "anonymize") -> argparse.ArgumentParser:
         type=int,
         metavar="N",
         help="seed of the rows' random order (a fresh one when omitted; kept in the report)",
+    )
+    p.add_argument(
+        "--row-order",
+        choices=list(SCHEMES),
+        default=KEYED,
+        help=f"how the seed orders the rows: {KEYED} (by a keyed hash of each row's input "
+        f"position; the default) or {PERMUTATION} (as releases before the keyed hash were "
+        "written, to reproduce one; read in memory)",
+    )
+    p.add_argument(
+        "--verbose",
+        action="store_true",
+        help="print each stage's rows, time and peak memory on stderr (streamed release)",
+    )
+    p.add_argument(
+        "--in-memory",
+        action="store_true",
+        help="read the whole input into memory instead of streaming it (the result is the "
+        "same; what needs the rows is always read in memory)",
+    )
+    p.add_argument(
+        "--chunk-rows",
+        type=int,
+        default=DEFAULT_CHUNK_ROWS,
+        metavar="N",
+        help="rows sorted at a time when the streamed release is written in its order (memory "
+        f"grows with it; default {DEFAULT_CHUNK_ROWS:,})",
     )
     together = p.add_argument_group(
         "releases judged together",
@@ -344,23 +398,41 @@ def _split_pair(item: str, option: str) -> tuple[str, str | None]:
     return name, (file if sep else None)
 
 
-def _load_hierarchy(column: str, file: str, values: pd.Series) -> Hierarchy:
+def _load_hierarchy(column: str, file: str, values: pd.Series | Sequence[str]) -> Hierarchy:
     if not Path(file).is_file():
         raise CliError(f"hierarchy file {file} for {column!r} does not exist")
     hierarchy = Hierarchy.from_arx_csv(Path(file), attribute=column)
-    hierarchy.validate_against(pd.unique(values))
+    hierarchy.validate_against(
+        pd.unique(values) if isinstance(values, pd.Series) else list(dict.fromkeys(values))
+    )
     return hierarchy
 
 
 def build_config(args: argparse.Namespace, df: pd.DataFrame) -> AnonymizationConfig:
     """The engine configuration the arguments describe (raises CliError / EngineError)."""
+    return config_for(args, [str(c) for c in df.columns], lambda name: df[name], df)
+
+
+def config_for(
+    args: argparse.Namespace,
+    columns: Sequence[str],
+    values: Callable[[str], pd.Series | Sequence[str]],
+    df: pd.DataFrame | None,
+) -> AnonymizationConfig:
+    """:func:`build_config` for an input known by its ``columns`` and, per column, its values
+    (every row's, or the distinct ones in order of first appearance: hierarchies are built and
+    checked from them alike); ``df`` the whole input (needed for a research subset only)."""
 
     def check_column(name: str, role: str) -> None:
-        if name not in df.columns:
+        if name not in columns:
             raise CliError(
                 f"{role} column {name!r} is not in the input (columns: "
-                f"{', '.join(map(repr, df.columns[:12]))}{' ...' if len(df.columns) > 12 else ''})"
+                f"{', '.join(map(repr, columns[:12]))}{' ...' if len(columns) > 12 else ''})"
             )
+
+    def listed(name: str) -> list[str]:
+        cells = values(name)
+        return cells.tolist() if isinstance(cells, pd.Series) else list(cells)
 
     qis: dict[str, Any] = {}
     for item in args.qi:
@@ -369,9 +441,9 @@ def build_config(args: argparse.Namespace, df: pd.DataFrame) -> AnonymizationCon
         if name in qis:
             raise CliError(f"quasi-identifier {name!r} is given twice")
         qis[name] = (
-            _load_hierarchy(name, file, df[name])
+            _load_hierarchy(name, file, values(name))
             if file
-            else Hierarchy.automatic(df[name].tolist(), attribute=name)
+            else Hierarchy.automatic(listed(name), attribute=name)
         )
     for name in args.sensitive:
         check_column(name, "sensitive")
@@ -384,7 +456,7 @@ def build_config(args: argparse.Namespace, df: pd.DataFrame) -> AnonymizationCon
             raise CliError(f"--sensitive-hierarchy {item!r}: expected COL=FILE")
         if name not in args.sensitive:
             raise CliError(f"--sensitive-hierarchy {name!r}: not named with --sensitive")
-        sensitive_hierarchies[name] = _load_hierarchy(name, file, df[name])
+        sensitive_hierarchies[name] = _load_hierarchy(name, file, values(name))
     if args.algorithm != "heuristic":
         for given, option in ((args.time_limit, "--time-limit"), (args.step_limit, "--step-limit")):
             if given is not None:
@@ -395,6 +467,8 @@ def build_config(args: argparse.Namespace, df: pd.DataFrame) -> AnonymizationCon
     limits = parse_level_limits(args.level_limits) if args.level_limits else ({}, {})
     subset = None
     if args.research_subset:
+        if df is None:
+            raise CliError("a research subset is matched to the input's rows in memory")
         released, _ = read_table(args.research_subset, _delimiter_arg(args.delimiter))
         try:
             subset = ResearchSubset.match(df, released)
@@ -439,14 +513,15 @@ def _temp_beside(target: Path) -> Path:
 
 
 def write_outputs(
-    data: pd.DataFrame,
+    data: pd.DataFrame | None,
     summary: dict[str, Any],
     out: str,
     report: str | None,
     delimiter: str,
+    write_extract: Callable[[Path], None] | None = None,
 ) -> None:
-    """Write the extract (and the report ``summary``) to temporary files, then rename them
-    into place."""
+    """Write the extract (``data``, or what ``write_extract(path)`` writes) and the report
+    ``summary`` to temporary files, then rename them into place."""
     targets = [Path(out)] + ([Path(report)] if report else [])
     if report and Path(report).resolve() == Path(out).resolve():
         raise CliError("--out and --report name the same file")
@@ -454,8 +529,11 @@ def write_outputs(
     try:
         for target in targets:
             temps.append(_temp_beside(target))
-        with open(temps[0], "wb") as fh:
-            write_csv(data, fh, delimiter)
+        if write_extract is not None:
+            write_extract(temps[0])
+        elif data is not None:
+            with open(temps[0], "wb") as fh:
+                write_csv(data, fh, delimiter)
         if report:
             with open(temps[1], "w", encoding="utf-8") as fh:
                 json.dump(summary, fh, indent=2, default=_json_default)
@@ -602,6 +680,166 @@ def _failure(entry: dict[str, Any]) -> str:
     return f"together with {entry['earlier_report']}, " + "; ".join(reasons)
 
 
+# --------------------------------------------------------------------------- streamed
+
+
+def streamed(args: argparse.Namespace) -> bool:
+    """Whether the release is streamed (read in batches twice, never held whole): not for
+    what needs the rows in memory (:data:`.streaming.UNSUPPORTED`), nor for the earlier
+    row order (a permutation of all released rows)."""
+    if (
+        args.in_memory
+        or args.research_subset
+        or args.earlier_report
+        or args.protect_earlier
+        or args.attacker_file
+        or args.microaggregate
+        or args.algorithm == "mondrian"
+        or args.row_order != KEYED
+    ):
+        return False
+    return safepub.find(_privacy_model(args)) is None
+
+
+def _scan(
+    path: str, delimiter: str | None, fmt: tabular.TableFormat | None = None
+) -> tabular.TableScan:
+    try:
+        with open(path, "rb"):
+            pass
+        return tabular.open_table(
+            path, fmt, filename=Path(path).name, delimiter=delimiter, block_bytes=STREAM_BLOCK_BYTES
+        )
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except tabular.TableError as exc:
+        raise CliError(f"{path}: {exc}") from None
+
+
+def _batches(
+    scan: tabular.TableScan, path: str, columns: Sequence[str] | None = None
+) -> Iterator[pa.RecordBatch]:
+    """The scan's batches as read (only ``columns``, when given); a problem with the file is a
+    :class:`CliError`. Arrow's pool gives each batch's memory back once it is used."""
+    try:
+        for batch in scan.batches():
+            yield batch if columns is None else batch.select(list(columns))
+            pa.default_memory_pool().release_unused()
+    except OSError as exc:
+        raise CliError(f"cannot read {path}: {exc.strerror or exc}") from None
+    except tabular.TableError as exc:
+        raise CliError(f"{path}: {exc}") from None
+
+
+class Stages:
+    """Each stage's rows, time and peak memory, one line on ``err`` as it ends (``--verbose``).
+    The peak is the process's resident set's (Linux: VmHWM, reset at each stage through
+    ``/proc/self/clear_refs``; elsewhere the peak so far)."""
+
+    def __init__(self, err: TextIO, prog: str, verbose: bool) -> None:
+        self.err, self.prog, self.verbose = err, prog, verbose
+        self.name = ""
+        self.started = time.perf_counter()
+        self._reset()
+
+    @staticmethod
+    def _reset() -> None:
+        with contextlib.suppress(OSError):
+            Path("/proc/self/clear_refs").write_text("5")  # the peak restarts from now
+
+    @staticmethod
+    def peak_mb() -> float:
+        try:
+            for line in Path("/proc/self/status").read_text().splitlines():
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) / 1024
+        except OSError:
+            pass
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+    def start(self, name: str) -> None:
+        self.name, self.started = name, time.perf_counter()
+        self._reset()
+
+    def end(self, rows: int) -> None:
+        seconds = time.perf_counter() - self.started
+        if self.verbose:
+            self.err.write(
+                f"{self.prog}: stage {self.name}: {rows:,} rows in {seconds:.1f} s "
+                f"({rows / max(seconds, 1e-9):,.0f} rows/s), peak RSS {self.peak_mb():,.0f} MB\n"
+            )
+            self.err.flush()
+
+
+def execute_streamed(
+    args: argparse.Namespace, stdout: TextIO | None, prog: str, err: TextIO
+) -> None:
+    """:func:`execute` in bounded memory: a first reading of INPUT counts the distinct
+    combinations of the quasi-identifiers and sensitive attributes (the frequency table), the
+    search runs on them, and a second reading releases the rows batch by batch into OUT, in
+    the keyed hash order (:mod:`.streaming`). The same files as the in-memory engine's."""
+    stages = Stages(err, prog, args.verbose)
+    stages.start("read + frequency table")
+    delimiter = _delimiter_arg(args.delimiter)
+    scan = _scan(args.input, delimiter)
+    header = list(scan.columns)
+    named = [_split_pair(q, "--qi")[0] for q in args.qi] + list(args.sensitive)
+    counted = [c for c in dict.fromkeys(named) if c in header]
+    try:
+        table = frequency_table(_batches(scan, args.input, counted), counted)
+        config = config_for(args, header, _distinct_values(table), None)
+        hierarchies = [*config.quasi_identifiers.values(), *config.sensitive_hierarchies.values()]
+        for warning in (w for h in hierarchies for w in h.warnings):
+            err.write(f"{prog}: warning: {' '.join(warning.split())}\n")
+        refusal = streaming_refusal(config)
+        if refusal is not None:  # decided from the arguments already: a safeguard
+            raise CliError(refusal)
+        stages.end(table.rows)
+        stages.start("search")
+        result, enc, chosen = anonymize_frequencies(table, header, config)
+        stages.end(table.rows)
+        del table
+        seed = new_seed() if args.seed is None else int(args.seed)
+        sep = scan.format.delimiter if scan.format.file_format in ("csv", "tsv") else ","
+        plan = plan_release(enc, chosen, config, header, seed, sep)
+        columns = list(plan.columns)
+        summary = result.report()
+        summary[REPORT_KEY] = record(
+            config,
+            _hierarchy_files(args),
+            file_sha256(args.input),
+            int(enc.n),
+            result.levels,
+            result.algorithm,
+            seed,
+            columns,
+            result.rows_out,
+            row_order=KEYED,
+        ).as_dict()
+    except EngineError as exc:
+        raise CliError(str(exc)) from None
+
+    def write_extract(target: Path) -> None:
+        stages.start("release + write")
+        again = _scan(args.input, delimiter, scan.format)
+        try:
+            written = write_released(
+                plan, _batches(again, args.input), target, None, args.chunk_rows
+            )
+        except EngineError as exc:
+            raise CliError(str(exc)) from None
+        stages.end(written.rows)
+
+    write_outputs(None, summary, args.out, args.report, sep, write_extract)
+    if stdout is not None:
+        _tell(stdout, result, config, args.out, summary)
+
+
+def _distinct_values(table: FrequencyTable) -> Callable[[str], list[str]]:
+    """Per counted column, its distinct values in order of first appearance."""
+    return lambda name: table.distinct(name)
+
+
 # --------------------------------------------------------------------------- entry points
 
 
@@ -632,6 +870,15 @@ def execute(
         )
     if args.seed is not None and args.seed < 0:
         raise CliError(f"--seed must be a whole number of at least 0, not {args.seed}")
+    if args.chunk_rows < 1:
+        raise CliError(f"--chunk-rows must be a whole number of at least 1, not {args.chunk_rows}")
+    try:
+        stream = streamed(args)
+    except EngineError as exc:
+        raise CliError(str(exc)) from None
+    if stream:
+        execute_streamed(args, stdout, prog, err)
+        return
     try:
         df, sep = read_table(args.input, _delimiter_arg(args.delimiter))
         config = build_config(args, df)
@@ -648,9 +895,10 @@ def execute(
             raise CliError("the engine did not say which input rows it released")
         # Rows in a random order: the input's order must not link the extract to anything.
         seed = new_seed() if args.seed is None else int(args.seed)
-        order = permutation(len(result.data), seed)
-        data = result.data.iloc[order].reset_index(drop=True)
-        source_rows = np.asarray(result.source_rows, dtype=np.int64)[order]
+        in_order = np.asarray(result.source_rows, dtype=np.int64)
+        rows = order(in_order, seed, args.row_order)
+        data = result.data.iloc[rows].reset_index(drop=True)
+        source_rows = in_order[rows]
         summary = result.report()
         summary[REPORT_KEY] = record(
             config,
@@ -664,6 +912,7 @@ def execute(
             result.rows_out,
             [e.reproduction for e in earlier] if args.protect_earlier else (),
             args.research_subset,
+            args.row_order,
         ).as_dict()
         if args.protect_earlier:
             summary["protection"] = what_constrained(df, config).as_dict()
@@ -685,40 +934,51 @@ def execute(
         if not entry["passed"]:
             err.write(f"{prog}: warning: {_failure(entry)}\n")
     if stdout is not None:
-        how = result.algorithm
-        if result.levels is not None:
-            chosen = ",".join(f"{q}={v}" for q, v in result.levels.items())
-            how = f"levels {chosen}" + (" as given" if result.levels_fixed else ", the optimum")
-            if result.search:
-                how = (
-                    f"levels {chosen}, the best the heuristic search found in "
-                    f"{result.search['steps']} steps; {result.search['statement']}"
-                )
+        _tell(stdout, result, config, args.out, summary)
+
+
+def _tell(
+    stdout: TextIO,
+    result: AnonymizationResult,
+    config: AnonymizationConfig,
+    out: str,
+    summary: dict[str, Any],
+) -> None:
+    """What was released, on standard output."""
+    how = result.algorithm
+    if result.levels is not None:
+        chosen = ",".join(f"{q}={v}" for q, v in result.levels.items())
+        how = f"levels {chosen}" + (" as given" if result.levels_fixed else ", the optimum")
+        if result.search:
+            how = (
+                f"levels {chosen}, the best the heuristic search found in "
+                f"{result.search['steps']} steps; {result.search['statement']}"
+            )
+    stdout.write(
+        f"{result.rows_out} of {result.rows_in} rows released in {len(result.classes)} "
+        f"classes (k={result.achieved_k}; {config.model.describe_criteria()}; {how}; "
+        f"{result.seconds:.2f} s) -> {out}\n"
+    )
+    for entry in summary.get("cross_release", []):
         stdout.write(
-            f"{result.rows_out} of {result.rows_in} rows released in {len(result.classes)} "
-            f"classes (k={result.achieved_k}; {config.model.describe_criteria()}; {how}; "
-            f"{result.seconds:.2f} s) -> {args.out}\n"
+            f"with {entry['earlier_report']}: {entry['joint_classes']} joint classes, the "
+            f"smallest of {entry['smallest_joint_class']}, {entry['rows_below_k']} rows "
+            f"below k={entry['k']}\n"
         )
-        for entry in summary.get("cross_release", []):
-            stdout.write(
-                f"with {entry['earlier_report']}: {entry['joint_classes']} joint classes, the "
-                f"smallest of {entry['smallest_joint_class']}, {entry['rows_below_k']} rows "
-                f"below k={entry['k']}\n"
-            )
-        if "protection" in summary:
-            names = summary["protection"]["constrained_by"]
-            stdout.write(
-                "protecting the earlier releases changed nothing\n"
-                if not names
-                else f"the search was constrained by {', '.join(names)}\n"
-            )
-        if "linkage" in summary:
-            found = summary["linkage"]
-            stdout.write(
-                f"attacker file: {found['matched_one']} of {found['attacker_records']} records "
-                f"matched by exactly one released record, {found['matched_below_k']} by fewer "
-                f"than k={found['k']}, on {', '.join(found['matched_columns'])}\n"
-            )
+    if "protection" in summary:
+        names = summary["protection"]["constrained_by"]
+        stdout.write(
+            "protecting the earlier releases changed nothing\n"
+            if not names
+            else f"the search was constrained by {', '.join(names)}\n"
+        )
+    if "linkage" in summary:
+        found = summary["linkage"]
+        stdout.write(
+            f"attacker file: {found['matched_one']} of {found['attacker_records']} records "
+            f"matched by exactly one released record, {found['matched_below_k']} by fewer "
+            f"than k={found['k']}, on {', '.join(found['matched_columns'])}\n"
+        )
 
 
 def run(

@@ -322,10 +322,13 @@ def csv_header(names: Sequence[str], delimiter: str = ",", neutralise: bool = Tr
     ).encode("utf-8")
 
 
-def _batch_cells(column: pa.Array, delimiter: str, single: bool, neutralise: bool) -> pa.Array:
-    """One column of a batch of string cells, neutralised and quoted as :func:`write_csv`
-    writes it: a repeating column through its distinct values (as a Categorical is), others
-    cell by cell in Arrow (as Arrow strings are)."""
+def csv_cells(
+    column: pa.Array, delimiter: str = ",", single: bool = False, neutralise: bool = True
+) -> tuple[pa.Array, NDArray[np.int32] | None]:
+    """One column of string cells (a missing cell is ""), neutralised and quoted as
+    :func:`write_csv` writes it: a repeating column as (its distinct values quoted, each cell's
+    code), the way a Categorical is written; others as (the cells quoted, None), the way Arrow
+    strings are. ``single``: the frame has this column alone."""
     column = pc.fill_null(column.cast(pa.string()), "")
     encoded = column.dictionary_encode()
     if len(encoded.dictionary) <= max(len(column) // 2, 1):
@@ -333,21 +336,16 @@ def _batch_cells(column: pa.Array, delimiter: str, single: bool, neutralise: boo
         if neutralise:
             values = _neutralise_values(values)
         quoted = pa.array(list(_quote(values, delimiter, single)), type=pa.string())
-        return pc.take(quoted, encoded.indices)
+        return quoted, encoded.indices.to_numpy(zero_copy_only=False).astype(np.int32)
     if neutralise:
         column = _neutralise_arrow(pa.chunked_array([column])).combine_chunks()
-    return _quote_arrow(column, delimiter, single)
+    return _quote_arrow(column, delimiter, single), None
 
 
-def csv_rows(
-    columns: Sequence[pa.Array], rows: int, delimiter: str = ",", neutralise: bool = True
-) -> bytes | memoryview:
-    """The bytes :func:`write_csv` writes for these rows (after the header) of a frame whose
-    columns (all of them, in order) hold these string cells (a missing cell is "")."""
-    if not columns:
+def csv_lines(cells: Sequence[pa.Array], rows: int, delimiter: str = ",") -> bytes | memoryview:
+    """The lines of ``rows`` rows whose columns hold these quoted cells."""
+    if not cells:
         return b"\n" * rows
-    single = len(columns) == 1
-    cells = [_batch_cells(c, delimiter, single, neutralise) for c in columns]
     lines = pc.binary_join_element_wise(*cells, delimiter)
     return _string_bytes(pc.binary_join_element_wise(lines, pa.scalar(""), "\n"))
 
@@ -355,8 +353,9 @@ def csv_rows(
 __all__ = [
     "FORMULA_PREFIXES",
     "Written",
+    "csv_cells",
     "csv_header",
-    "csv_rows",
+    "csv_lines",
     "neutralise_cell",
     "neutralise_formulas",
     "write_csv",

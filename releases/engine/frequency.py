@@ -16,6 +16,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -56,7 +57,7 @@ def _text(column: pa.Array | pa.ChunkedArray) -> pa.Array | pa.ChunkedArray:
     """A column as Arrow strings, a missing cell as "" (the in-memory engine's reading)."""
     if pa.types.is_dictionary(column.type):
         column = pc.cast(column, column.type.value_type)
-    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+    if not pa.types.is_string(column.type):
         column = pc.cast(column, pa.string())
     return pc.fill_null(column, "")
 
@@ -79,11 +80,43 @@ def _check_columns(names: Sequence[str], columns: Sequence[str]) -> None:
         raise EngineError("A column is named twice for the frequency table.")
 
 
-def _frame(table: pa.Table, columns: Sequence[str], rows: int) -> FrequencyTable:
+class _Dictionary:
+    """One column's distinct values, numbered in order of first appearance as batches come."""
+
+    def __init__(self) -> None:
+        self.chunks: list[pa.Array] = []
+        self.values = pa.array([], type=pa.string())
+        self.size = 0
+
+    def codes(self, column: pa.Array) -> pa.Array:
+        """The codes of a batch's cells (int32), new values numbered after the known ones."""
+        found = pc.index_in(column, value_set=self.values)
+        if found.null_count:
+            unseen = pc.unique(column.filter(pc.is_null(found)))  # in order of appearance
+            self.chunks.append(unseen)
+            self.values = pa.concat_arrays([self.values, unseen])
+            later = pc.add(pc.index_in(column, value_set=unseen), self.size)
+            found = pc.coalesce(found, later)
+            self.size += len(unseen)
+        return found.cast(pa.int32())
+
+
+def _frame(
+    table: pa.Table, columns: Sequence[str], dictionaries: Sequence[_Dictionary], rows: int
+) -> FrequencyTable:
+    """The frame of an aggregated table of codes: its columns as Categoricals of the values
+    (a combination's cells cost a small code each; the values are held once)."""
     table = table.sort_by([(FIRST, "ascending")])
     frame = pd.DataFrame(
         {
-            **{c: table.column(c).to_numpy(zero_copy_only=False).astype(object) for c in columns},
+            **{
+                c: pd.Categorical.from_codes(
+                    table.column(c).to_numpy(),
+                    categories=pd.Index(d.values.to_pylist(), dtype=object),
+                    validate=False,
+                )
+                for c, d in zip(columns, dictionaries, strict=True)
+            },
             ROWS: table.column(ROWS).to_numpy().astype("int64"),
             FIRST: table.column(FIRST).to_numpy().astype("int64"),
         },
@@ -95,7 +128,7 @@ def _frame(table: pa.Table, columns: Sequence[str], rows: int) -> FrequencyTable
 def _empty(columns: Sequence[str]) -> pa.Table:
     return pa.table(
         {
-            **{c: pa.array([], type=pa.string()) for c in columns},
+            **{c: pa.array([], type=pa.int32()) for c in columns},
             ROWS: pa.array([], type=pa.int64()),
             FIRST: pa.array([], type=pa.int64()),
         }
@@ -105,8 +138,10 @@ def _empty(columns: Sequence[str]) -> pa.Table:
 def frequency_table(batches: Iterable[pa.RecordBatch], columns: Sequence[str]) -> FrequencyTable:
     """The frequency table of ``columns`` over the rows of ``batches`` (in input order; row
     indexes count from 0 at the first batch's first row). Reads one batch at a time: memory
-    holds the distinct combinations (and one batch), not the rows."""
+    holds the distinct values, the distinct combinations (as integer codes) and one batch,
+    not the rows."""
     columns = list(columns)
+    dictionaries = [_Dictionary() for _ in columns]
     parts: list[pa.Table] = []
     held = 0
     rows = 0
@@ -115,20 +150,24 @@ def frequency_table(batches: Iterable[pa.RecordBatch], columns: Sequence[str]) -
         count = batch.num_rows
         if not count:
             continue
-        index = pa.array(range(rows, rows + count), type=pa.int64())
-        arrays = [_text(batch.column(batch.schema.get_field_index(c))) for c in columns]
-        table = pa.Table.from_arrays([*arrays, index], names=[*columns, FIRST])
-        part = _aggregate(table, columns, weighted=False)
+        index = pa.array(np.arange(rows, rows + count, dtype=np.int64))
+        codes = [
+            d.codes(_text(batch.column(batch.schema.get_field_index(c))))
+            for c, d in zip(columns, dictionaries, strict=True)
+        ]
+        part = _aggregate(
+            pa.Table.from_arrays([*codes, index], names=[*columns, FIRST]), columns, False
+        )
         parts.append(part)
         held += part.num_rows
         rows += count
         if held > _MERGE_COMBINATIONS and len(parts) > 1:
             parts = [_aggregate(pa.concat_tables(parts), columns, weighted=True)]
             held = parts[0].num_rows
-    if not parts:
-        return _frame(_empty(columns), columns, 0)
-    merged = parts[0] if len(parts) == 1 else pa.concat_tables(parts)
-    return _frame(_aggregate(merged, columns, weighted=True), columns, rows)
+        del codes, index
+        pa.default_memory_pool().release_unused()  # the batch's buffers back, not pooled
+    merged = _empty(columns) if not parts else pa.concat_tables(parts)
+    return _frame(_aggregate(merged, columns, weighted=True), columns, dictionaries, rows)
 
 
 def merge_frequency_tables(parts: Sequence[FrequencyTable]) -> FrequencyTable:
@@ -140,15 +179,21 @@ def merge_frequency_tables(parts: Sequence[FrequencyTable]) -> FrequencyTable:
     for part in parts[1:]:
         if list(part.columns) != columns:
             raise EngineError("The frequency tables to merge have different columns.")
-    tables = [
-        pa.Table.from_pandas(
-            part.frame,
-            schema=pa.schema(
-                [*[(c, pa.string()) for c in columns], (ROWS, pa.int64()), (FIRST, pa.int64())]
-            ),
-            preserve_index=False,
+    dictionaries = [_Dictionary() for _ in columns]
+    tables = []
+    for part in sorted(parts, key=lambda p: int(p.frame[FIRST].min()) if len(p.frame) else 0):
+        frame = part.frame
+        tables.append(
+            pa.table(
+                {
+                    **{
+                        c: d.codes(_text(pa.array(frame[c])))
+                        for c, d in zip(columns, dictionaries, strict=True)
+                    },
+                    ROWS: pa.array(frame[ROWS].to_numpy(dtype="int64")),
+                    FIRST: pa.array(frame[FIRST].to_numpy(dtype="int64")),
+                }
+            )
         )
-        for part in parts
-    ]
     merged = _aggregate(pa.concat_tables(tables), columns, weighted=True)
-    return _frame(merged, columns, sum(p.rows for p in parts))
+    return _frame(merged, columns, dictionaries, sum(p.rows for p in parts))

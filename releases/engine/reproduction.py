@@ -5,11 +5,11 @@ The record (:class:`Reproduction`, stored as the report's ``"reproduction"``) ho
 SHA-256 of the input file and its row count, the quasi-identifiers with their hierarchy files
 (path and SHA-256; an automatic hierarchy is rebuilt from the input and its SHA-256 is that of
 its ARX text), the sensitive attributes and identifiers, the privacy model with its
-suppression limit, the algorithm, the levels applied, the seed of the rows' order, the
-released columns and, for a release that protected earlier ones, their records too (their
-classes decided which of its rows were suppressed). A release of a research subset records
-the subset's file with its SHA-256 (:class:`SubsetSource`); such a release is not re-applied
-(the command line does not judge research subsets together with earlier releases).
+suppression limit, the algorithm, the levels applied, the seed of the rows' order and its
+scheme, the released columns and, for a release that protected earlier ones, their records
+too (their classes decided which of its rows were suppressed). A release of a research subset
+records the subset's file with its SHA-256 (:class:`SubsetSource`); such a release is not
+re-applied (the command line does not judge research subsets together with earlier releases).
 
 :meth:`Reproduction.membership` re-applies the release to its input: each input row's class
 in it, or :data:`.cross_release.NOT_IN`. A different input, or a hierarchy file that changed,
@@ -32,6 +32,7 @@ from .criteria import EarlierReleases, PrivacyModel
 from .cross_release import NOT_IN, ReleasedColumns, release_membership
 from .errors import EngineError
 from .hierarchy import Hierarchy
+from .shuffle import KEYED, PERMUTATION
 from .types import AnonymizationConfig
 
 __all__ = [
@@ -152,6 +153,9 @@ class Reproduction:
     identifiers: list[str] = field(default_factory=list)
     earlier: list[Reproduction] = field(default_factory=list)
     research_subset: SubsetSource | None = None
+    #: The scheme of the rows' order (:mod:`.shuffle`); a record without one predates the
+    #: keyed hash: its rows were written in numpy's permutation.
+    row_order: str = PERMUTATION
 
     @property
     def suppression_limit(self) -> float:
@@ -173,6 +177,7 @@ class Reproduction:
             "algorithm": self.algorithm,
             "levels": None if self.levels is None else dict(self.levels),
             "seed": self.seed,
+            "row_order": self.row_order,
             "columns": list(self.columns),
             "rows_out": self.rows_out,
             "earlier": [e.as_dict() for e in self.earlier],
@@ -206,6 +211,7 @@ class Reproduction:
                 identifiers=_strings(raw.get("identifiers", []), "identifiers"),
                 earlier=[cls.from_dict(e) for e in raw.get("earlier", [])],
                 research_subset=None if subset is None else SubsetSource.from_dict(subset),
+                row_order=str(raw.get("row_order", PERMUTATION)),
             )
         except KeyError as exc:
             raise EngineError(f"The reproduction record lacks {exc.args[0]!r}.") from None
@@ -299,6 +305,7 @@ def record(
     rows_out: int,
     earlier: Sequence[Reproduction] = (),
     research_subset_file: str | None = None,
+    row_order: str = KEYED,
 ) -> Reproduction:
     """The record of a release made with ``config``; ``hierarchy_files``: per column with a
     hierarchy, the file it was read from (None: built from the data); ``research_subset_file``:
@@ -333,4 +340,5 @@ def record(
         identifiers=list(config.identifiers),
         earlier=list(earlier),
         research_subset=subset,
+        row_order=row_order,
     )

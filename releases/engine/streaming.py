@@ -37,13 +37,14 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pyarrow.ipc as ipc
 import pyarrow.parquet as pq
+from numpy.typing import NDArray
 
 from . import safepub
 from .api import Chosen, generalized_config, loss_weights, release, validate_shape
 from .arrays import BoolArray, IntArray
 from .criteria import DataContext, EarlierReleases
 from .errors import EngineError
-from .export import BATCH_ROWS, Written, csv_header, csv_rows
+from .export import BATCH_ROWS, Written, csv_cells, csv_header, csv_lines
 from .frequency import FrequencyTable
 from .lattice import EncodedData
 from .shuffle import KEYED, SCHEMES, order_keys
@@ -156,10 +157,46 @@ class ReleasePlan:
     scheme: str = KEYED
     #: Microaggregated values per class (not released from a plan yet: always empty).
     aggregated: dict[str, list[str]] = field(default_factory=dict)
+    #: The lookups :func:`release_batch` uses, built once per process (not pickled).
+    _lookup: _Lookup | None = field(default=None, init=False, repr=False, compare=False)
 
     @property
     def quasi_identifiers(self) -> list[str]:
         return list(self.values)
+
+    def __getstate__(self) -> dict[str, object]:
+        state = dict(self.__dict__)
+        state["_lookup"] = None
+        return state
+
+
+@dataclass
+class _Lookup:
+    """A plan's lists as Arrow and numpy arrays: per quasi-identifier its values, labels and
+    class codes; the suppressed classes' keys, sorted (or, when the classes' codes do not fit
+    one int64, their code tuples)."""
+
+    values: dict[str, pa.Array]
+    labels: dict[str, pa.Array]
+    codes: dict[str, IntArray]
+    failing: IntArray | None
+    failing_tuples: set[tuple[int, ...]]
+
+
+def _lookup(plan: ReleasePlan) -> _Lookup:
+    if plan._lookup is None:
+        failing = np.asarray(plan.suppressed, dtype=np.int64).reshape(
+            len(plan.suppressed), len(plan.quasi_identifiers)
+        )
+        key = _class_key(plan, [failing[:, i] for i in range(failing.shape[1])])
+        plan._lookup = _Lookup(
+            values={q: pa.array(v, type=pa.string()) for q, v in plan.values.items()},
+            labels={q: pa.array(v, type=pa.string()) for q, v in plan.labels.items()},
+            codes={q: np.asarray(c, dtype=np.int64) for q, c in plan.codes.items()},
+            failing=None if key is None else np.unique(key),
+            failing_tuples=set() if key is not None else {tuple(r) for r in failing.tolist()},
+        )
+    return plan._lookup
 
 
 def plan_release(
@@ -234,13 +271,13 @@ def _suppressed_rows(plan: ReleasePlan, codes: list[IntArray]) -> BoolArray:
     rows = len(codes[0]) if codes else 0
     if not plan.suppressed:
         return np.zeros(rows, dtype=bool)
-    failing = np.asarray(plan.suppressed, dtype=np.int64)
+    lookup = _lookup(plan)
     key = _class_key(plan, codes)
-    if key is not None:
-        failing_key = _class_key(plan, [failing[:, i] for i in range(failing.shape[1])])
-        return np.isin(key, np.asarray(failing_key))
+    if key is not None and lookup.failing is not None:
+        at = np.minimum(np.searchsorted(lookup.failing, key), len(lookup.failing) - 1)
+        return np.asarray(lookup.failing[at] == key, dtype=bool)
     index = pd.MultiIndex.from_arrays(codes)
-    return np.asarray(index.isin([tuple(r) for r in failing.tolist()]), dtype=bool)
+    return np.asarray(index.isin(list(lookup.failing_tuples)), dtype=bool)
 
 
 def release_batch(plan: ReleasePlan, batch: pa.RecordBatch, row_index: pa.Array) -> pa.RecordBatch:
@@ -264,11 +301,12 @@ def release_batch(plan: ReleasePlan, batch: pa.RecordBatch, row_index: pa.Array)
     )
     if len(index) != batch.num_rows:
         raise EngineError(f"The batch has {batch.num_rows:,} rows and {len(index):,} row indexes.")
+    lookup = _lookup(plan)
     positions: dict[str, pa.Array] = {}
     class_codes: list[IntArray] = []
     for q in plan.quasi_identifiers:
         column = _text(batch.column(names.index(q)))
-        found = pc.index_in(column, value_set=pa.array(plan.values[q], type=pa.string()))
+        found = pc.index_in(column, value_set=lookup.values[q])
         if found.null_count:
             at = pc.index(pc.is_null(found), True).as_py()
             raise EngineError(
@@ -276,16 +314,13 @@ def release_batch(plan: ReleasePlan, batch: pa.RecordBatch, row_index: pa.Array)
                 "frequency table did not count: the input changed between its two readings."
             )
         positions[q] = found
-        class_codes.append(
-            np.asarray(plan.codes[q], dtype=np.int64)[found.to_numpy(zero_copy_only=False)]
-        )
+        class_codes.append(lookup.codes[q][found.to_numpy(zero_copy_only=False)])
     keep = ~_suppressed_rows(plan, class_codes)
     kept = pa.array(keep)
     arrays: list[pa.Array] = []
     for name in plan.columns:
         if name in positions:
-            labels = pa.array(plan.labels[name], type=pa.string())
-            arrays.append(pc.take(labels, positions[name].filter(kept)))
+            arrays.append(pc.take(lookup.labels[name], positions[name].filter(kept)))
         else:
             arrays.append(_text(batch.column(names.index(name))).filter(kept))
     arrays.append(pa.array(order_keys(plan.seed, index[keep]), type=pa.uint64()))
@@ -359,6 +394,8 @@ def write_released(
                         writers[b] = ipc.new_stream(sinks[b], schema)
                     writers[b].write_batch(ordered.slice(start, size))
                     start += size
+                del batch, ordered
+                pa.default_memory_pool().release_unused()
         finally:
             for writer in writers.values():
                 writer.close()
@@ -396,17 +433,8 @@ def _write_buckets(
                 parquet = pq.ParquetWriter(str(parquet_path), out_schema)
             for b in buckets:
                 with ipc.open_stream(pa.memory_map(str(scratch / f"{b:05d}.arrow"))) as reader:
-                    table = reader.read_all()
-                table = table.sort_by([(ORDER, "ascending")]).select(plan.columns)
-                for start in range(0, table.num_rows, BATCH_ROWS):
-                    chunk = table.slice(start, BATCH_ROWS).combine_chunks()
-                    count = chunk.num_rows
-                    emit(
-                        csv_rows([c.combine_chunks() for c in chunk.columns], count, plan.delimiter)
-                    )
-                    if parquet is not None:
-                        parquet.write_table(pa.Table.from_arrays(chunk.columns, schema=out_schema))
-                    rows += count
+                    table = reader.read_all().combine_chunks()
+                rows += _write_bucket(plan, table, emit, parquet)
                 del table
                 pa.default_memory_pool().release_unused()
                 if progress is not None:
@@ -420,3 +448,33 @@ def _write_buckets(
             "changed between its two readings."
         )
     return Written(sha256=digest.hexdigest(), size=size, rows=rows)
+
+
+def _write_bucket(
+    plan: ReleasePlan,
+    table: pa.Table,
+    emit: Callable[[bytes | memoryview], None],
+    parquet: pq.ParquetWriter | None,
+) -> int:
+    """One bucket's rows, sorted by their order keys, as CSV lines (and Parquet rows). Each
+    column is quoted through its distinct values once and only their codes are permuted."""
+    count = table.num_rows
+    by_key = np.argsort(table.column(ORDER).to_numpy(), kind="stable")
+    single = len(plan.columns) == 1
+    parts: list[tuple[pa.Array, NDArray[np.int32] | None]] = []
+    for name in plan.columns:
+        values, codes = csv_cells(table.column(name).chunk(0), plan.delimiter, single)
+        parts.append((values, codes[by_key]) if codes is not None else (values.take(by_key), None))
+    for start in range(0, count, BATCH_ROWS):
+        stop = min(count, start + BATCH_ROWS)
+        cells = [
+            values.take(pa.array(codes[start:stop]))
+            if codes is not None
+            else values.slice(start, stop - start)
+            for values, codes in parts
+        ]
+        emit(csv_lines(cells, stop - start, plan.delimiter))
+        if parquet is not None:
+            taken = table.select(plan.columns).take(pa.array(by_key[start:stop]))
+            parquet.write_table(taken)
+    return count

@@ -558,11 +558,14 @@ def open_table(
     filename: str = "",
     limits: ReadLimits = NO_LIMITS,
     delimiter: str | None = None,
+    block_bytes: int = BLOCK_BYTES,
 ) -> TableScan:
     """Open a table file (a path, or the bytes of a small file) for reading in batches.
 
     ``fmt`` None: format, encoding and delimiter are detected; a ``fmt`` with an encoding is
     used as it is (a file read before). ``delimiter`` forces the delimiter of a text file.
+    ``block_bytes``: the text reader's block (a row must fit in one; the reader holds several
+    blocks read ahead, so memory grows with it).
     """
     open_stream = _opener(source)
     with open_stream() as handle:
@@ -588,11 +591,14 @@ def open_table(
         fmt = TableFormat(encoding=encoding, delimiter=delimiter, file_format=file_format)
     elif delimiter is not None:
         fmt = TableFormat(encoding=fmt.encoding, delimiter=delimiter, file_format=file_format)
-    return _open_text(open_stream, fmt, limits)
+    return _open_text(open_stream, fmt, limits, block_bytes)
 
 
 def _open_text(
-    open_stream: Callable[[], IO[bytes]], fmt: TableFormat, limits: ReadLimits
+    open_stream: Callable[[], IO[bytes]],
+    fmt: TableFormat,
+    limits: ReadLimits,
+    block_bytes: int = BLOCK_BYTES,
 ) -> TableScan:
     first = _first_record(open_stream, fmt.encoding, fmt.delimiter, limits)
     if first is None:
@@ -614,7 +620,7 @@ def _open_text(
             return f"Line {line}"
         return f"Row {record:,} (the header is row 1)" if record else "A row"
 
-    block = BLOCK_BYTES
+    block = block_bytes
     if limits.max_cell_bytes is not None:
         block = max(block, 2 * limits.max_cell_bytes)
     encoding = "utf8" if fmt.encoding in ("utf-8", "utf-8-sig") else fmt.encoding

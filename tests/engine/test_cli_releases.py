@@ -9,6 +9,7 @@ joint classes and the linkage are counted on them independently of the engine.
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import shutil
 import subprocess
@@ -21,6 +22,9 @@ import pytest
 
 from releases.engine import Hierarchy
 from releases.engine.cli import main
+from releases.engine.export import write_csv
+from releases.engine.reproduction import Reproduction
+from releases.engine.shuffle import order_keys
 from tests.conftest import ADULT
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -235,15 +239,32 @@ def test_rows_are_written_in_the_seeded_order(tmp_path, adult, hierarchies):
     assert isinstance(drawn, int) and drawn >= 0
     assert anonymize(tmp_path, "d", "--seed", str(drawn)) == 0
     assert (tmp_path / "c.csv").read_bytes() == (tmp_path / "d.csv").read_bytes()
-    # Not the input's order: the released rows, in input order, permuted by the seed's draw.
+    # Not the input's order: the released rows ordered by the keyed hash of their input
+    # positions (what the seed keys), as the record says.
     data, report = written(tmp_path, "a")
+    assert report["reproduction"]["row_order"] == "keyed-hash"
     cls = classes_of(adult, hierarchies, report["levels"])
     in_order = generalized(adult, hierarchies, report["levels"])[cls >= 0]
     in_order = pd.concat([in_order, adult.loc[cls >= 0].drop(columns=QIS)], axis=1)
     in_order = in_order[list(data.columns)].reset_index(drop=True)
-    drawn_order = np.random.default_rng(7).permutation(len(in_order))
-    assert data.equals(in_order.iloc[drawn_order].reset_index(drop=True))
+    positions = np.flatnonzero(cls >= 0)
+    keyed = np.argsort(order_keys(7, positions), kind="stable")
+    assert data.equals(in_order.iloc[keyed].reset_index(drop=True))
     assert not data.equals(in_order)
+    # A release made before the keyed hash (numpy's permutation of the released rows, its
+    # record without a row order) is written again byte for byte with --row-order permutation,
+    # in memory; the record says so.
+    assert anonymize(tmp_path, "old", "--seed", "7", "--row-order", "permutation") == 0
+    old, old_report = written(tmp_path, "old")
+    assert old_report["reproduction"]["row_order"] == "permutation"
+    drawn_order = np.random.default_rng(7).permutation(len(in_order))
+    assert old.equals(in_order.iloc[drawn_order].reset_index(drop=True))
+    before = io.BytesIO()
+    write_csv(in_order.iloc[drawn_order].reset_index(drop=True), before, ";")
+    assert (tmp_path / "old.csv").read_bytes() == before.getvalue()
+    # A record from before the row order was recorded reads as the permutation.
+    record = {k: v for k, v in old_report["reproduction"].items() if k != "row_order"}
+    assert Reproduction.from_dict(record).row_order == "permutation"
 
 
 def test_another_input_is_refused_in_one_line_and_nothing_is_written(tmp_path, adult, capsys):
