@@ -94,7 +94,7 @@ def streaming_refusal(config: AnonymizationConfig) -> str | None:
 def frequency_columns(config: AnonymizationConfig) -> list[str]:
     """The columns the frequency table of ``config`` counts: the quasi-identifiers, then the
     sensitive attributes."""
-    return [*config.quasi_identifiers, *[s for s in config.sensitive]]
+    return [*config.quasi_identifiers, *config.sensitive]
 
 
 def anonymize_frequencies(
@@ -458,7 +458,7 @@ def _write_bucket(
 ) -> int:
     """One bucket's rows, sorted by their order keys, as CSV lines (and Parquet rows). Each
     column is quoted through its distinct values once and only their codes are permuted."""
-    count = table.num_rows
+    count = int(table.num_rows)
     by_key = np.argsort(table.column(ORDER).to_numpy(), kind="stable")
     single = len(plan.columns) == 1
     parts: list[tuple[pa.Array, NDArray[np.int32] | None]] = []
