@@ -485,13 +485,17 @@ def _cells(frame: pd.DataFrame) -> list[list[str]]:
 
 
 def _summary(
-    built: BuiltRelease,
+    built: BuiltRelease | streamed.StreamedRelease,
     release_request: ReleaseRequest,
-    frame: pd.DataFrame,
+    frame: pd.DataFrame | None,
     all_columns: list[str] | None = None,
 ) -> dict:
     """The figures the review pages show, computed once here from the run's columns (counts on
-    codes, a few sampled rows): pages read them, never the file."""
+    codes, a few sampled rows): pages read them, never the file. A round released batch by
+    batch (no ``frame``): from its frequency table (:func:`_summary_streamed`)."""
+    if isinstance(built, streamed.StreamedRelease):
+        return _summary_streamed(built, release_request, list(all_columns or []))
+    assert frame is not None
     result, config = built.result, built.config
     snapshot = release_request.config
     all_columns = list(frame.columns) if all_columns is None else all_columns
@@ -1037,7 +1041,7 @@ class ExtractRun(RequestRun):
         digest = package.package_digest({f.format: f.sha256 for f in files})
         timer.done("package stored")
         self.progress("Recording the result", progress=0.95)
-        summary = _summary_streamed(built, release_request, all_columns)
+        summary = _summary(built, release_request, None, all_columns)
         timer.done("measured")
         self.progress("Judging the release with the earlier ones", progress=0.96)
         summary.update(_judged_streamed(release_request, built))
