@@ -468,7 +468,7 @@ def main(argv: list[str] | None = None) -> None:
                     memory.stop()
                 # The worker's own account of the run's stages.
                 for line in (workdir / "worker.log").read_text().splitlines():
-                    if re.search(r"Request \d+ round \d+: read", line):
+                    if re.search(r"Request \d+ round \d+: ", line):
                         stages = re.sub(r".*Request \d+ round \d+: ", "", line)
                         print("  run stages: " + stages, file=sys.stderr)
                         outcome["run_stages"] = stages

@@ -301,13 +301,18 @@ def test_a_running_request_cancelled_stops_at_its_next_progress_report(steward, 
     dataset = factories.make_dataset(steward, world_support.people_csv(), "people.csv")
     tag(steward, dataset, {"age": Role.QUASI_IDENTIFIER, "sex": Role.QUASI_IDENTIFIER})
     release_request = request_release(steward, dataset)
-    real_build = release_run.build_release
+    # The run searches with the rows in memory or batch by batch (requests.streamed).
+    real_build, real_streamed = release_run.build_release, release_run.build_streamed
 
-    def cancelled_while_searching(*args, **kwargs):
-        release.cancel(steward, release_request.pk, "Wrong file.")
-        return real_build(*args, **kwargs)
+    def cancelled_while_searching(real):
+        def searching(*args, **kwargs):
+            release.cancel(steward, release_request.pk, "Wrong file.")
+            return real(*args, **kwargs)
 
-    monkeypatch.setattr(release_run, "build_release", cancelled_while_searching)
+        return searching
+
+    monkeypatch.setattr(release_run, "build_release", cancelled_while_searching(real_build))
+    monkeypatch.setattr(release_run, "build_streamed", cancelled_while_searching(real_streamed))
     release_run.run_release(release_request.pk)
     release_request.refresh_from_db()
     assert release_request.state == State.CANCELLED
@@ -327,6 +332,7 @@ def test_a_running_request_cancelled_stops_at_its_next_progress_report(steward, 
     )
     release.cancel(steward, release_request.pk)
     monkeypatch.setattr(release_run, "build_release", real_build)
+    monkeypatch.setattr(release_run, "build_streamed", real_streamed)
     release_run.run_release(release_request.pk)
     release_request.refresh_from_db()
     assert release_request.state == State.CANCELLED and release_request.round == 2

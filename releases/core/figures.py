@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -319,8 +319,39 @@ def distribution(
     in the hierarchy's order (``rank``) or their natural order; a list longer than ``limit``
     shows its most frequent values, then "(other values)" (``*_other``: values and rows it
     holds). Counted on codes: microseconds per distinct value, one pass over the rows."""
-    o_codes, o_labels, o_counts = _side(original)
     r_side = _side(released) if released is not None else None
+    return _distribution(_side(original), r_side, source_rows, rank, mapping, limit)
+
+
+def distribution_of_counts(
+    original: Mapping[str, int],
+    released: Mapping[str, int] | None,
+    rank: dict[str, int] | None = None,
+    mapping: dict[str, str] | None = None,
+    limit: int = MAX_BARS,
+) -> dict:
+    """:func:`distribution` from each side's rows per value (a missing cell is the value ""),
+    counted batch by batch or on a frequency table: the same chart, for full-domain
+    generalization (``mapping``) and columns released as they are."""
+
+    def side(counts: Mapping[str, int]) -> tuple[np.ndarray, list[str], np.ndarray]:
+        labels = [str(label) for label in counts]
+        rows = np.fromiter((int(c) for c in counts.values()), dtype=np.int64, count=len(labels))
+        return np.arange(len(labels)), labels, rows
+
+    r_side = side(released) if released is not None else None
+    return _distribution(side(original), r_side, None, rank, mapping, limit)
+
+
+def _distribution(
+    o_side: tuple[np.ndarray, list[str], np.ndarray],
+    r_side: tuple[np.ndarray, list[str], np.ndarray] | None,
+    source_rows: np.ndarray | None,
+    rank: dict[str, int] | None,
+    mapping: dict[str, str] | None,
+    limit: int,
+) -> dict:
+    o_codes, o_labels, o_counts = o_side
     o_numbers = _as_numbers(o_labels, o_counts)
     if o_numbers is not None:
         bins = _numeric_bins(

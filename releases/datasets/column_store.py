@@ -167,6 +167,23 @@ def _counted(column: pa.ChunkedArray) -> tuple[pa.Array, pa.Array]:
     return values, counts.field("counts")
 
 
+#: Rows read at a time by :func:`batches` (a batch's codes: 4 MB a column).
+BATCH_ROWS = 1_000_000
+
+
+def batches(
+    dataset: Dataset, columns: list[str], batch_rows: int = BATCH_ROWS
+) -> Iterator[pa.RecordBatch]:
+    """The named columns, ``batch_rows`` rows at a time, as dictionary-encoded strings ("" for a
+    missing value): memory is a batch, whatever the rows."""
+    names = list(dict.fromkeys(columns))
+    with opened(dataset) as path:
+        _names(path, names)
+        parquet = pq.ParquetFile(path, read_dictionary=names)
+        yield from parquet.iter_batches(batch_size=batch_rows, columns=names, use_threads=True)
+    pa.default_memory_pool().release_unused()
+
+
 #: Rows read at a time where only a column's distinct values are wanted.
 DISTINCT_BATCH_ROWS = 1024 * 1024
 

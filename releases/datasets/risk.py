@@ -9,13 +9,15 @@ missing (the limit was lowered, or the worker asked died).
 
 from __future__ import annotations
 
+import numpy as np
 from django.db import transaction
 from django.utils import timezone
 
 from releases.background import outbox, recovery
 from releases.datasets import column_store
 from releases.engine.attribute_risk import attribute_risks
-from releases.engine.risk import class_sizes_of, risk_summary
+from releases.engine.frequency import ROWS, frequency_table
+from releases.engine.risk import risk_summary
 from releases.models import Dataset, Role
 
 #: The task that measures a large dataset's risk.
@@ -100,8 +102,9 @@ def store_risk(dataset_id: int) -> None:
     if dataset is None or not dataset.is_ready:
         return
     quasi = _quasi_identifiers(dataset)
-    if not quasi:
-        return
+    stored = dataset.risk or {}
+    if not quasi or (stored.get("quasi_identifiers") == quasi and "classes" in stored):
+        return  # asked again while a slow worker measured them: measured already
     figures = measure_risk(dataset, quasi, max_work=WORKER_COMBINATION_WORK)
     Dataset.objects.filter(pk=dataset_id).update(risk=figures)
 
@@ -112,11 +115,16 @@ def measure_risk(
     """The figures, from the quasi-identifiers' columns read as codes from the column store,
     with the combinations of quasi-identifiers that single people out (α-distinction and
     α-separation; ``max_work`` bounds how many are measured)."""
-    frame = column_store.read(dataset, quasi, categorical=True)
-    sizes = class_sizes_of(frame, quasi)
+    # The frequency table of the quasi-identifiers, read a batch at a time: memory grows with
+    # their distinct combinations, not with the rows.
+    table = frequency_table(column_store.batches(dataset, quasi), quasi)
+    frame = table.frame
+    sizes = frame[ROWS].to_numpy(dtype=np.int64)
     summary = risk_summary(sizes)
     unique_rows = int((sizes == 1).sum())
-    measured = attribute_risks(frame, quasi, max_work=max_work) if len(quasi) > 1 else []
+    measured = (
+        attribute_risks(frame, quasi, max_work=max_work, rows=sizes) if len(quasi) > 1 else []
+    )
     # Proper subsets only (the whole set is the figures above), most rows told apart first.
     singling = sorted(
         (r for r in measured if len(r.columns) < len(quasi)),
@@ -124,9 +132,9 @@ def measure_risk(
     )
     return {
         "quasi_identifiers": quasi,
-        "rows": len(frame),
+        "rows": table.rows,
         "unique_rows": unique_rows,
-        "unique_percent": 100.0 * unique_rows / len(frame) if len(frame) else 0.0,
+        "unique_percent": 100.0 * unique_rows / table.rows if table.rows else 0.0,
         "classes": int(sizes.size),
         "smallest_class": int(sizes.min()) if sizes.size else 0,
         "highest_percent": 100 * summary.highest,

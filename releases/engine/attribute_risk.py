@@ -86,19 +86,28 @@ def _class_sizes(table: IntArray, counts: IntArray, positions: tuple[int, ...]) 
 
 
 def attribute_risks(
-    frame: pd.DataFrame, columns: Sequence[str], max_work: int | None = None
+    frame: pd.DataFrame,
+    columns: Sequence[str],
+    max_work: int | None = None,
+    rows: IntArray | None = None,
 ) -> list[AttributeRisk]:
     """α-distinction, α-separation and unique rows of each combination of ``columns`` (see
     :func:`combinations`), in ARX's order: fewer columns first, then lower distinction, lower
     separation, and the names. ``max_work`` bounds the distinct rows times the combinations
     (a page's budget): fewer columns per combination are measured when it would be exceeded,
-    singles and the whole set at least."""
+    singles and the whole set at least. ``rows``: the rows each row of ``frame`` stands for
+    (a frequency table's counts; default one each)."""
     names = list(columns)
-    n = len(frame)
+    weights = None if rows is None else np.asarray(rows, dtype=np.int64)
+    n = len(frame) if weights is None else int(weights.sum())
     if not names or n == 0:
         return []
     codes = np.stack([_codes(frame[c]) for c in names], axis=1)
-    table, counts = np.unique(codes, axis=0, return_counts=True)
+    if weights is None:
+        table, counts = np.unique(codes, axis=0, return_counts=True)
+    else:
+        table, inverse = np.unique(codes, axis=0, return_inverse=True)
+        counts = np.bincount(inverse.ravel(), weights=weights).astype(np.int64)
     chosen = combinations(names)
     if max_work is not None:
         largest = max(len(c) for c in chosen)

@@ -20,7 +20,7 @@ from .package import ReleaseFile, Reproduction, TermsAcceptance
 from .privacy_budget import BudgetEntry, PrivacyBudget
 from .projects import Membership, Project, SsoIdentity
 from .recipes import Recipe
-from .requests import EquivalenceClass, ReleaseRequest, ReleaseRound, Review
+from .requests import EquivalenceClass, ReleaseRequest, ReleaseRound, Review, ShuffleScheme
 from .tokens import ApiToken
 
 __all__ = [
@@ -47,6 +47,7 @@ __all__ = [
     "Reproduction",
     "Review",
     "Role",
+    "ShuffleScheme",
     "SsoIdentity",
     "TermsAcceptance",
     "UsernameLock",

@@ -16,6 +16,15 @@ from ..engine import PrivacyModel
 from .datasets import Dataset
 
 
+class ShuffleScheme(models.TextChoices):
+    """The released rows' order from a seed (``engine.shuffle``)."""
+
+    #: A keyed hash of (seed, input row): computed batch by batch, in bounded memory.
+    KEYED = "keyed-hash", "Keyed hash of the seed and the input row"
+    #: numpy's permutation of all rows (runs made before the keyed order).
+    PERMUTATION = "permutation", "Permutation drawn from the seed"
+
+
 class ReleaseRequest(models.Model):
     """A steward's request to release a dataset: a row-level extract under a privacy model, or
     differentially private statistics (``kind``), reviewed and shared the same way.
@@ -96,6 +105,11 @@ class ReleaseRequest(models.Model):
     decided_at = models.DateTimeField(null=True, blank=True)
     #: Seed of the round's shuffle of released rows: a re-run with it writes the same bytes.
     shuffle_seed = models.BigIntegerField(null=True, blank=True)
+    #: How the seed orders the rows (``engine.shuffle``): rounds run before the keyed order
+    #: existed keep numpy's permutation, so that their reproduction writes the same bytes.
+    shuffle_scheme = models.CharField(
+        max_length=20, choices=ShuffleScheme.choices, default=ShuffleScheme.KEYED
+    )
     #: SHA-256 over the round's files ("format:sha256" lines, sorted): what reviewers approve.
     package_sha256 = models.CharField(max_length=64, blank=True)
     # Who receives the release: named users, and members of named groups.

@@ -279,6 +279,15 @@ def judge(
     return entries
 
 
+def has_earlier(release_request: ReleaseRequest) -> bool:
+    """Whether a new extract of the request's dataset has earlier released ones to be judged
+    with (:func:`judge`)."""
+    dataset = release_request.dataset
+    return bool(earlier_versions_released(dataset)) or (
+        released_extracts(dataset, exclude=release_request.pk).exists()
+    )
+
+
 def earlier_versions_released(dataset: Dataset) -> list[ReleaseRequest]:
     """The released extracts of the lineage's earlier versions, oldest first: judged with a new
     extract as releases of the same source, when a key column links the versions' rows
@@ -348,6 +357,7 @@ __all__ = [
     "NOT_IN",
     "constraint",
     "earlier_for_protection",
+    "has_earlier",
     "judge",
     "membership_of",
     "membership_of_result",

@@ -24,7 +24,7 @@ from django.conf import settings
 
 from releases import engine
 from releases.engine.export import neutralise_formulas, write_csv
-from releases.engine.shuffle import new_seed, permutation
+from releases.engine.shuffle import PERMUTATION, new_seed, order
 from releases.models import ReleaseFile
 
 Format = ReleaseFile.Format
@@ -38,13 +38,21 @@ CHUNK_BYTES = 1024 * 1024
 ENGINE_DIR = Path(__file__).resolve().parent.parent / "engine"
 
 
-def shuffle(data: pd.DataFrame, seed: int | None) -> np.ndarray:
-    """The permutation that puts released rows in random order, the same for the same seed:
-    the engine's (``engine.shuffle``), which the command line uses too.
+def shuffle(
+    data: pd.DataFrame,
+    seed: int | None,
+    scheme: str = PERMUTATION,
+    source_rows: np.ndarray | None = None,
+) -> np.ndarray:
+    """The order that puts the released rows ``data`` in random order, the same for the same
+    seed and scheme: the engine's (``engine.shuffle.order``), which the command line uses too.
+    ``source_rows``: each released row's input row (the keyed scheme orders by it; default:
+    the rows in order).
 
     The input's order (by date, ID or place) must not survive into the extract. A round
     without a recorded seed (requests older than seeds) gets a fresh one, as it always did."""
-    return permutation(len(data), new_seed() if seed is None else seed)
+    rows = np.arange(len(data), dtype=np.int64) if source_rows is None else source_rows
+    return order(rows, new_seed() if seed is None else seed, scheme)
 
 
 def xlsx_refusal(rows: int, columns: int = 1) -> str:

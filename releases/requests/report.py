@@ -501,6 +501,7 @@ def reproduction(release_request: ReleaseRequest) -> dict:
     return {
         "engine": package.engine_version(),
         "shuffle_seed": release_request.shuffle_seed,
+        "shuffle_scheme": release_request.shuffle_scheme,
         "parameters": release_request.parameters,
         "configuration": release_request.config,
         "last_run": {

@@ -161,8 +161,9 @@ def with_drawn_seed(params: ReleaseParameters, summary: dict) -> ReleaseParamete
 
 
 def _rerun(release_request: ReleaseRequest, pause: Callable[[str], None]) -> dict[str, str]:
-    """The SHA-256 of each file a re-run of the round writes (in a temporary folder)."""
-    frame, _ = run.load_released(release_request.dataset, release_request.config)
+    """The SHA-256 of each file a re-run of the round writes (in a temporary folder): batch by
+    batch where the run was (the same configuration and order scheme decide), else from the
+    rows."""
     params = ReleaseParameters.of(release_request)
     levels = (release_request.summary or {}).get("levels")
     if params.algorithm == ReleaseRequest.Algorithm.HEURISTIC and levels:
@@ -172,13 +173,23 @@ def _rerun(release_request: ReleaseRequest, pause: Callable[[str], None]) -> dic
             params, algorithm=ReleaseRequest.Algorithm.OPTIMAL, time_limit=None, levels=levels
         )
     params = with_drawn_seed(params, release_request.summary or {})
+    earlier = run.protected_releases(release_request, params)
+    prepared = run.prepare_streamed(release_request, params) if earlier is None else None
+    if prepared is not None:
+        pause("Writing the package of the re-run")
+        with tempfile.TemporaryDirectory(dir=settings.FILE_UPLOAD_TEMP_DIR) as folder:
+            built_streamed = run.build_streamed(release_request, prepared, Path(folder))
+            return {fmt: file.sha256 for fmt, file in built_streamed.files.items()}
+    frame, _ = run.load_released(release_request.dataset, release_request.config)
     built = run.build_release(
         frame,
         release_request.config,
         params,
         release_request.shuffle_seed,
+        # The order the round was written in (rounds run before the keyed order: numpy's).
+        scheme=release_request.shuffle_scheme,
         # The same earlier releases the round protected (its parameters name them).
-        earlier_releases=run.protected_releases(release_request, params),
+        earlier_releases=earlier,
     )
     pause("Writing the package of the re-run")
     with tempfile.TemporaryDirectory(dir=settings.FILE_UPLOAD_TEMP_DIR) as folder:

@@ -14,6 +14,7 @@ import logging
 import math
 import tempfile
 import time
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, cast
@@ -35,6 +36,7 @@ from releases.engine import (
     Hierarchy,
     anonymize,
 )
+from releases.engine.frequency import FrequencyTable
 from releases.engine.risk import class_sizes_of
 from releases.engine.types import Algorithm
 from releases.events import emit
@@ -46,8 +48,9 @@ from releases.models import (
     ReleaseFile,
     ReleaseRequest,
     Role,
+    ShuffleScheme,
 )
-from releases.requests import attacker, cross_release, dp_budget, package, rules
+from releases.requests import attacker, cross_release, dp_budget, package, rules, streamed
 from releases.requests.parameters import ReleaseParameters
 
 logger = logging.getLogger(__name__)
@@ -93,6 +96,19 @@ def engine_config(
 
     ``frame`` holds the released columns only: identifiers and withheld columns never reach
     the engine, so nothing the steward did not decide on can leave."""
+    return engine_config_of(
+        snapshot, params, list(frame.columns), lambda name: frame[name].unique()
+    )
+
+
+def engine_config_of(
+    snapshot: dict,
+    params: ReleaseParameters,
+    columns: list[str],
+    distinct: Callable[[str], Iterable[str]],
+) -> AnonymizationConfig:
+    """:func:`engine_config` for the released ``columns``, ``distinct(name)`` giving a
+    column's values in order of first appearance (an automatic hierarchy's input)."""
     hierarchies: dict[str, Hierarchy] = {}
     for qi in snapshot["quasi_identifiers"]:
         name = qi["name"]
@@ -100,7 +116,7 @@ def engine_config(
         if qi.get("hierarchy_text"):
             hierarchies[name] = Hierarchy.from_arx_csv(qi["hierarchy_text"], attribute=name)
         else:
-            hierarchies[name] = Hierarchy.automatic(frame[name].unique(), attribute=name)
+            hierarchies[name] = Hierarchy.automatic(distinct(name), attribute=name)
     sensitive_hierarchies = {
         name: Hierarchy.from_arx_csv(text, attribute=name)
         for name, text in snapshot.get("sensitive_hierarchies", {}).items()
@@ -109,7 +125,7 @@ def engine_config(
         quasi_identifiers=hierarchies,
         model=params.model,
         sensitive=list(snapshot["sensitive"]),
-        identifiers=[c for c in snapshot["identifiers"] if c in frame.columns],
+        identifiers=[c for c in snapshot["identifiers"] if c in columns],
         sensitive_hierarchies=sensitive_hierarchies,
         algorithm=cast(Algorithm, params.algorithm),
         levels=params.levels,
@@ -140,20 +156,99 @@ def build_release(
     seed: int | None,
     progress=None,
     earlier_releases: dict[str, np.ndarray] | None = None,
+    scheme: str = ShuffleScheme.KEYED,
 ) -> BuiltRelease:
-    """Anonymize the released columns of ``frame`` and shuffle the rows with ``seed``;
-    ``earlier_releases``: the memberships of the earlier releases a protecting model keeps
-    safe (``protected_releases``)."""
+    """Anonymize the released columns of ``frame`` and shuffle the rows with ``seed`` by
+    ``scheme`` (the round's recorded one); ``earlier_releases``: the memberships of the earlier
+    releases a protecting model keeps safe (``protected_releases``)."""
     released = frame[released_columns(snapshot, frame)]
     config = engine_config(snapshot, params, released)
     if earlier_releases:
         config = cross_release.with_earlier(config, earlier_releases)
     result = anonymize(released, config, progress=progress)
-    order = package.shuffle(result.data, seed)
+    order = package.shuffle(result.data, seed, scheme, np.asarray(result.source_rows))
     # Taking rows permutes each column's codes (Categoricals, Arrow strings): no Python objects.
     data = result.data.iloc[order].reset_index(drop=True)
     source = np.asarray(result.source_rows)[order]
     return BuiltRelease(result, config, data, source)
+
+
+def prepare_streamed(
+    release_request: ReleaseRequest, params: ReleaseParameters
+) -> tuple[FrequencyTable, AnonymizationConfig, list[str]] | None:
+    """(the frequency table, the configuration, every column's name) of a round released
+    batch by batch (:mod:`.streamed`), or None when it needs the rows in memory: a round
+    ordered by numpy's permutation, or a configuration the engine releases only from rows
+    (``streaming.streaming_refusal``: Mondrian, microaggregation, SafePub, earlier releases)."""
+    if release_request.shuffle_scheme != ShuffleScheme.KEYED:
+        return None
+    dataset, snapshot = release_request.dataset, release_request.config
+    names = list(dataset.columns.order_by("position").values_list("name", flat=True))
+    if not names:  # datasets profiled before columns were recorded
+        return None
+    released = released_columns(snapshot, names)
+    counted = [
+        *(qi["name"] for qi in snapshot["quasi_identifiers"]),
+        *(s for s in snapshot["sensitive"]),
+    ]
+    table = streamed.frequencies(dataset, counted)
+    config = engine_config_of(snapshot, params, released, table.distinct)
+    if not streamed.streams(config, release_request.shuffle_scheme):
+        return None
+    return table, config, names
+
+
+def build_streamed(
+    release_request: ReleaseRequest,
+    prepared: tuple[FrequencyTable, AnonymizationConfig, list[str]],
+    folder: Path,
+    progress=None,
+    written=None,
+) -> streamed.StreamedRelease:
+    """Release a round batch by batch into ``folder`` (see :func:`prepare_streamed`)."""
+    table, config, names = prepared
+    dataset, snapshot = release_request.dataset, release_request.config
+    released = released_columns(snapshot, names)
+    unchanged = unchanged_names(snapshot, released)
+    profiles = _profiles(dataset, unchanged, table.rows)
+    seed = release_request.shuffle_seed
+    built = streamed.release(
+        dataset,
+        table,
+        config,
+        released,
+        package.new_seed() if seed is None else seed,
+        folder,
+        progress=progress,
+        written=written,
+        counted=[n for n in unchanged if n not in profiles],
+    )
+    built.profiles = profiles
+    return built
+
+
+def _judged_streamed(release_request: ReleaseRequest, built: streamed.StreamedRelease) -> dict:
+    """:func:`_judged_together` of a round released batch by batch: its membership stored;
+    judged with earlier released extracts, if any, on the released columns read then."""
+    new = built.observed.membership
+    out: dict = {
+        cross_release.MEMBERSHIP: cross_release.store_membership(
+            extract_folder(release_request), new
+        )
+    }
+    entries: list[dict] = []
+    if cross_release.has_earlier(release_request):
+        frame, _ = load_released(release_request.dataset, release_request.config)
+        entries = cross_release.judge(
+            release_request,
+            built.result,
+            built.config,
+            frame,
+            new.astype(np.int64),
+            reapplied_inputs,
+        )
+    out.update(cross_release.summary_part(entries, release_request.dataset))
+    return out
 
 
 def protected_releases(
@@ -198,25 +293,32 @@ def discard_attempt(request_id: int, round_number: int, attempt: int) -> int:
 
 def _store_package(release_request: ReleaseRequest, data: pd.DataFrame) -> list[ReleaseFile]:
     """Write every format to a local temporary folder, then into private storage."""
+    with tempfile.TemporaryDirectory(dir=settings.FILE_UPLOAD_TEMP_DIR) as folder:
+        return _store_written(release_request, package.write_package(data, Path(folder)))
+
+
+def _store_written(
+    release_request: ReleaseRequest, written_files: dict[str, package.WrittenFile]
+) -> list[ReleaseFile]:
+    """Move the files written locally into private storage (all of them, or none)."""
     files = []
     try:
-        with tempfile.TemporaryDirectory(dir=settings.FILE_UPLOAD_TEMP_DIR) as folder:
-            for fmt, written in package.write_package(data, Path(folder)).items():
-                files.append(
-                    ReleaseFile(
-                        request=release_request,
-                        round=release_request.round,
-                        format=fmt,
-                        sha256=written.sha256,
-                        size_bytes=written.size,
-                        path=storage.save_file(
-                            extract_folder(release_request),
-                            package.SUFFIXES[fmt],
-                            written.path,
-                            move=True,
-                        ),
-                    )
+        for fmt, written in written_files.items():
+            files.append(
+                ReleaseFile(
+                    request=release_request,
+                    round=release_request.round,
+                    format=fmt,
+                    sha256=written.sha256,
+                    size_bytes=written.size,
+                    path=storage.save_file(
+                        extract_folder(release_request),
+                        package.SUFFIXES[fmt],
+                        written.path,
+                        move=True,
+                    ),
                 )
+            )
     except BaseException:
         for stored in files:
             storage.delete_quietly(stored.path)
@@ -244,19 +346,35 @@ def memory_message() -> str:
 
 
 class _StageTimer:
-    """Seconds each stage of a run took, for the worker's log ("read 3.1 s, anonymized ...")."""
+    """Seconds each stage of a run took, for the worker's log ("read 3.1 s, anonymized ..."),
+    then the process's resident memory at the end of each ("memory at each stage's end: ...").
+    """
 
     def __init__(self) -> None:
         self.last = time.perf_counter()
-        self.stages: list[tuple[str, float]] = []
+        self.stages: list[tuple[str, float, int | None]] = []
 
     def done(self, stage: str) -> None:
         now = time.perf_counter()
-        self.stages.append((stage, now - self.last))
+        self.stages.append((stage, now - self.last, _resident_mb()))
         self.last = now
 
     def __str__(self) -> str:
-        return ", ".join(f"{stage} {seconds:.1f} s" for stage, seconds in self.stages)
+        text = ", ".join(f"{stage} {seconds:.1f} s" for stage, seconds, _ in self.stages)
+        memory = [f"{mb} MB" for _, _, mb in self.stages if mb is not None]
+        return text + (f" (resident at each stage's end: {', '.join(memory)})" if memory else "")
+
+
+def _resident_mb() -> int | None:
+    """This process's resident memory in MB (Linux; None elsewhere)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) // 1024
+    except OSError:
+        pass
+    return None
 
 
 #: Classes inserted per statement (Django lowers it to what the database accepts).
@@ -323,16 +441,27 @@ def _occurrences(values: pd.Series) -> np.ndarray:
     return np.append(counts, missing) if missing else counts
 
 
+def unchanged_names(snapshot: dict, released: list[str]) -> list[str]:
+    """The released columns whose values leave unchanged (sensitive and "released as is")."""
+    roles = snapshot.get("roles", {})
+    return [n for n in released if roles.get(n, Role.INSENSITIVE) in UNCHANGED_ROLES]
+
+
 def unchanged_columns(frame: pd.DataFrame, snapshot: dict, released: list[str]) -> list[dict]:
     """Columns released with their values unchanged (sensitive and "released as is"), measured
     on the input: share of distinct values, and share of rows unique on the column alone."""
-    rows = len(frame)
+    return unchanged_columns_of(snapshot, released, len(frame), lambda n: _occurrences(frame[n]))
+
+
+def unchanged_columns_of(
+    snapshot: dict, released: list[str], rows: int, occurrences: Callable[[str], np.ndarray]
+) -> list[dict]:
+    """:func:`unchanged_columns` of an input of ``rows`` rows, ``occurrences(name)`` giving how
+    many rows hold each distinct value of a column."""
     out = []
-    for name in released:
+    for name in unchanged_names(snapshot, released):
         role = snapshot.get("roles", {}).get(name, Role.INSENSITIVE)
-        if role not in UNCHANGED_ROLES:
-            continue
-        counts = _occurrences(frame[name])
+        counts = occurrences(name)
         suggested = snapshot.get("suggested", {}).get(name, {})
         out.append(
             {
@@ -356,35 +485,32 @@ def _cells(frame: pd.DataFrame) -> list[list[str]]:
 
 
 def _summary(
-    built: BuiltRelease,
+    built: BuiltRelease | streamed.StreamedRelease,
     release_request: ReleaseRequest,
-    frame: pd.DataFrame,
+    frame: pd.DataFrame | None,
     all_columns: list[str] | None = None,
 ) -> dict:
     """The figures the review pages show, computed once here from the run's columns (counts on
-    codes, a few sampled rows): pages read them, never the file."""
+    codes, a few sampled rows): pages read them, never the file. A round released batch by
+    batch (no ``frame``): from its frequency table (:func:`_summary_streamed`)."""
+    if isinstance(built, streamed.StreamedRelease):
+        return _summary_streamed(built, release_request, list(all_columns or []))
+    assert frame is not None
     result, config = built.result, built.config
     snapshot = release_request.config
-    report = result.report()
-    report["achieved"]["l"] = {k: _finite(v) for k, v in report["achieved"]["l"].items()}
-    report["models"] = _finite_deep(report["models"])
-    report["quasi_identifiers"] = list(config.quasi_identifiers)
-    report["sensitive"] = list(config.sensitive)
     all_columns = list(frame.columns) if all_columns is None else all_columns
     released = released_columns(snapshot, all_columns)
-    report["released_columns"] = list(built.data.columns)
-    report["withheld"] = [c for c in all_columns if c not in released]
-    report["unchanged"] = unchanged_columns(frame, snapshot, released)
-    # What the risk figures cover: the quasi-identifiers, and not the columns released as is.
-    report["risk_covers"] = {
-        "quasi_identifiers": list(config.quasi_identifiers),
-        "not_covered": [u["name"] for u in report["unchanged"]],
-    }
-    report["shuffle_seed"] = release_request.shuffle_seed
-    report["xlsx_refusal"] = package.xlsx_refusal(len(built.data), len(built.data.columns))
+    data = built.data
+    report = _report(
+        result,
+        config,
+        release_request,
+        [c for c in all_columns if c not in released],
+        (len(data), list(data.columns)),
+        unchanged_columns(frame, snapshot, released),
+    )
     # Per column, the original and the released distribution, side by side on the page, in
     # their natural order (the hierarchy's, or numbers'), numbers on shared bins.
-    data = built.data
     ranks, mappings = _orders(built)
     report["distributions"] = {
         name: figures.distribution(
@@ -405,11 +531,53 @@ def _summary(
         "released": _cells(data[shown].head(SAMPLE_ROWS)),
     }
     report["examples"] = _examples(built, frame)
-    # Class sizes before and after (the chart bins them, with the request's k), and the
-    # released values the classes table's filter offers.
     before = result.class_sizes_before
     if before is None:
         before = class_sizes_of(frame, list(config.quasi_identifiers))
+    return _with_classes(report, result, config, before, ranks)
+
+
+def _report(
+    result: AnonymizationResult,
+    config: AnonymizationConfig,
+    release_request: ReleaseRequest,
+    withheld: list[str],
+    extract: tuple[int, list[str]],
+    unchanged: list[dict],
+) -> dict:
+    """The engine's report with what the pages add: the columns released (``extract``: the
+    extract's rows and columns), withheld and released as they are, the seed, why there is no
+    Excel file."""
+    rows, released = extract
+    report = result.report()
+    report["achieved"]["l"] = {k: _finite(v) for k, v in report["achieved"]["l"].items()}
+    report["models"] = _finite_deep(report["models"])
+    report["quasi_identifiers"] = list(config.quasi_identifiers)
+    report["sensitive"] = list(config.sensitive)
+    report["released_columns"] = released
+    report["withheld"] = withheld
+    report["unchanged"] = unchanged
+    # What the risk figures cover: the quasi-identifiers, and not the columns released as is.
+    report["risk_covers"] = {
+        "quasi_identifiers": list(config.quasi_identifiers),
+        "not_covered": [u["name"] for u in report["unchanged"]],
+    }
+    report["shuffle_seed"] = release_request.shuffle_seed
+    report["shuffle_scheme"] = release_request.shuffle_scheme
+    report["xlsx_refusal"] = package.xlsx_refusal(rows, len(released))
+    return report
+
+
+def _with_classes(
+    report: dict,
+    result: AnonymizationResult,
+    config: AnonymizationConfig,
+    before: np.ndarray,
+    ranks: dict,
+) -> dict:
+    """``report`` with the class sizes before and after (the chart bins them, with the
+    request's k), the released values the classes table's filter offers and the number of
+    classes that fail a model."""
     report["class_sizes"] = {
         "after": figures.size_counts(result.classes["size"].to_numpy()),
         "before": figures.size_counts(before),
@@ -423,7 +591,69 @@ def _summary(
     return report
 
 
-def _orders(built: BuiltRelease) -> tuple[dict, dict]:
+def _summary_streamed(
+    built: streamed.StreamedRelease, release_request: ReleaseRequest, all_columns: list[str]
+) -> dict:
+    """:func:`_summary` of a round released batch by batch: the same figures, from the
+    frequency table, the files' first rows and the columns' profiles."""
+    result, config = built.result, built.config
+    snapshot = release_request.config
+    released = released_columns(snapshot, all_columns)
+    report = _report(
+        result,
+        config,
+        release_request,
+        [c for c in all_columns if c not in released],
+        (built.plan.rows_out, list(built.plan.columns)),
+        unchanged_columns_of(
+            snapshot, released, built.table.rows, lambda name: _counted(built, name)
+        ),
+    )
+    ranks, mappings = _orders(built)
+    report["distributions"] = streamed.distributions(
+        built, [*config.quasi_identifiers, *config.sensitive], ranks, mappings
+    )
+    columns, original, released_cells = streamed.head_rows(built)
+    report["sample"] = {
+        "columns": columns,
+        "original": original[:SAMPLE_ROWS],
+        "released": released_cells[:SAMPLE_ROWS],
+    }
+    report["examples"] = streamed.examples(built)
+    before = result.class_sizes_before
+    if before is None:
+        before = (
+            built.table.frame.groupby(list(config.quasi_identifiers), sort=False, observed=True)[
+                streamed.ROWS
+            ]
+            .sum()
+            .to_numpy()
+        )
+    return _with_classes(report, result, config, before, ranks)
+
+
+def _counted(built: streamed.StreamedRelease, name: str) -> np.ndarray:
+    """How many rows hold each distinct value of a column: counted by the second pass, else
+    (a column the profile measured) the profile's distinct values and unique rows."""
+    if name in built.observed.counts:
+        return np.fromiter(built.observed.counts[name].values(), dtype=np.int64)
+    profile = built.profiles[name]
+    distinct, unique = int(profile["distinct"]), int(profile["unique_rows"])
+    # Only how many values there are and how many occur once is measured.
+    return np.append(np.ones(unique, dtype=np.int64), np.full(distinct - unique, 2))
+
+
+def _profiles(dataset: Dataset, names: list[str], rows: int) -> dict[str, dict]:
+    """The profiles of ``names`` that measured the store's ``rows`` rows with unique rows."""
+    found = dataset.columns.filter(name__in=names).values_list("name", "profile")
+    return {
+        name: profile
+        for name, profile in found
+        if profile.get("rows") == rows and "unique_rows" in profile and "distinct" in profile
+    }
+
+
+def _orders(built: BuiltRelease | streamed.StreamedRelease) -> tuple[dict, dict]:
     """Per quasi-identifier, the order of its hierarchy's labels (when the hierarchy came as a
     file, whose order its author chose; a built one orders by the data) and the released value
     of each original value (full-domain generalization: the hierarchy at the applied level)."""
@@ -505,14 +735,15 @@ def _classes(
     params: ReleaseParameters,
     qis: list[str],
     sensitive: list[str],
+    counts: dict[str, dict[tuple, dict[str, int]]] | None = None,
 ) -> list[EquivalenceClass]:
-    """EquivalenceClass rows: per sensitive attribute its value counts and the per-class
-    measures of the models (``class_column_labels``); the models each class fails or only
-    just passes, as the criteria judged them."""
+    """EquivalenceClass rows: per sensitive attribute its value counts (``counts``, else
+    counted on the extract's rows) and the per-class measures of the models
+    (``class_column_labels``); the models each class fails or only just passes, as the
+    criteria judged them."""
     table = result.classes
-    counts: dict[str, dict[tuple, dict[str, int]]] = {}
-    for name in sensitive:
-        counts[name] = value_counts_by_class(result.data, qis, name)
+    if counts is None:
+        counts = {name: value_counts_by_class(result.data, qis, name) for name in sensitive}
     # "S:delta" -> (S, "delta"): stored under the sensitive attribute, as the page shows it.
     measures = [
         (column, *column.rsplit(":", 1))
@@ -692,6 +923,16 @@ class ExtractRun(RequestRun):
     """Anonymize a queued extract: write its package, summary and equivalence classes. Past
     the soft time limit or the memory ceiling it fails with a reason naming the setting."""
 
+    #: What the body leaves for :meth:`finished`: the release, its files (and by format), the
+    #: package's digest and the classes to store.
+    result: tuple[
+        BuiltRelease | streamed.StreamedRelease,
+        list[ReleaseFile],
+        dict[str, ReleaseFile],
+        str,
+        list[EquivalenceClass],
+    ]
+
     def log_failure(self) -> None:
         logger.exception("Release request %s failed", self.pk)
 
@@ -715,12 +956,19 @@ class ExtractRun(RequestRun):
 
     def body(self) -> None:
         """Read the released columns, search, write the package, measure and record the
-        result (each stage's seconds go to the worker's log)."""
+        result (each stage's seconds go to the worker's log): batch by batch where the engine
+        releases from a frequency table (:mod:`.streamed`), else with the rows in memory."""
         release_request = self.row
         timer = _StageTimer()
         params = ReleaseParameters.of(release_request)
-        frame, all_columns = load_released(release_request.dataset, release_request.config)
         earlier = protected_releases(release_request, params)
+        if earlier is None:
+            prepared = prepare_streamed(release_request, params)
+            if prepared is not None:
+                timer.done("frequency table")
+                self.body_streamed(params, prepared, timer)
+                return
+        frame, all_columns = load_released(release_request.dataset, release_request.config)
         timer.done("read")
         # A differentially private extract spends first, and commits, before its sample is
         # drawn (as a statistics release spends before its noise).
@@ -731,6 +979,7 @@ class ExtractRun(RequestRun):
             release_request.config,
             params,
             release_request.shuffle_seed,
+            scheme=release_request.shuffle_scheme,
             progress=_ProgressReporter(self),
             earlier_releases=earlier,
         )
@@ -763,6 +1012,63 @@ class ExtractRun(RequestRun):
         )
         timer.done("stored")
         logger.info("Request %s round %s: %s", release_request.pk, release_request.round, timer)
+
+    def body_streamed(
+        self,
+        params: ReleaseParameters,
+        prepared: tuple[FrequencyTable, AnonymizationConfig, list[str]],
+        timer: _StageTimer,
+    ) -> None:
+        """:meth:`body`, the rows read batch by batch and never held."""
+        release_request = self.row
+        table, config, all_columns = prepared
+        dp_budget.spend(release_request, params.model)
+        self.progress("Searching for the best generalization", progress=0.1)
+        with tempfile.TemporaryDirectory(dir=settings.FILE_UPLOAD_TEMP_DIR) as folder:
+            built = build_streamed(
+                release_request,
+                prepared,
+                Path(folder),
+                progress=_ProgressReporter(self),
+                written=self._writing,
+            )
+            timer.done("anonymized and written")
+            files = _store_written(
+                release_request,
+                {f: built.files[f] for f in ReleaseFile.ORDER if f in built.files},
+            )
+        by_format = {f.format: f for f in files}
+        digest = package.package_digest({f.format: f.sha256 for f in files})
+        timer.done("package stored")
+        self.progress("Recording the result", progress=0.95)
+        summary = _summary(built, release_request, None, all_columns)
+        timer.done("measured")
+        self.progress("Judging the release with the earlier ones", progress=0.96)
+        summary.update(_judged_streamed(release_request, built))
+        timer.done("judged with earlier releases")
+        qis = list(config.quasi_identifiers)
+        classes = _classes(
+            release_request,
+            built.result,
+            params,
+            qis,
+            config.sensitive,
+            counts={s: streamed.value_counts_by_class(built, qis, s) for s in config.sensitive},
+        )
+        self.progress(f"Storing {len(classes):,} equivalence classes", progress=0.97)
+        self.result = (built, files, by_format, digest, classes)
+        self.finish_run(
+            extract_path=by_format[ReleaseFile.Format.CSV].path,
+            extract_sha256=by_format[ReleaseFile.Format.CSV].sha256,
+            package_sha256=digest,
+            summary=summary,
+        )
+        timer.done("stored")
+        logger.info("Request %s round %s: %s", release_request.pk, release_request.round, timer)
+
+    def _writing(self, rows: int) -> None:
+        """The second pass's progress (rows written): reported, and a stop wanted is noticed."""
+        self.progress(f"Writing the extract: {rows:,} rows", progress=0.92)
 
     def finished(self) -> None:
         release_request = self.row

@@ -36,6 +36,7 @@ from releases.models import (
     ReleaseRequest,
     ReleaseRound,
     Role,
+    ShuffleScheme,
     TermsAcceptance,
 )
 from releases.requests import dp_budget, package, rules
@@ -414,6 +415,7 @@ def _new_round(
             **release_request.parameters,
             "config": release_request.config,
             "shuffle_seed": release_request.shuffle_seed,
+            "shuffle_scheme": release_request.shuffle_scheme,
             "package_sha256": release_request.package_sha256,
             "files": [
                 {"format": f.format, "sha256": f.sha256, "size_bytes": f.size_bytes}
@@ -437,6 +439,7 @@ def _new_round(
     release_request.parameters = params.to_json()
     release_request.config = snapshot
     release_request.shuffle_seed = package.new_seed()
+    release_request.shuffle_scheme = ShuffleScheme.KEYED
     was = release_request.state
     open_round(release_request, action)
     release_request.save()
