@@ -6,7 +6,7 @@ from django.db import migrations, models
 class Migration(migrations.Migration):
 
     dependencies = [
-        ('releases', '0028_project_webhooks_allowed'),
+        ('releases', '0029_release_shuffle_scheme'),
     ]
 
     operations = [
