@@ -7,6 +7,7 @@ and fails any of them that starts a process; plain ``pytest`` runs everything.
 from __future__ import annotations
 
 import contextlib
+import itertools
 from pathlib import Path
 
 # Imported here, before any test: its import runs ``lscpu`` (NumPy's SVE check), a process the
@@ -183,12 +184,17 @@ def postgres_server():
         yield url
 
 
+_DATABASES = itertools.count()
+
+
 @pytest.fixture(scope="module")
 def postgres_database(request, postgres_server):
     """An empty database of the module's own in the session's PostgreSQL cluster; its URL."""
     from tests.support.postgres import create_database
 
-    name = "test_" + request.module.__name__.rsplit(".", 1)[-1]
+    # A module's tests may come to this process in more than one run (xdist hands them out), so
+    # each setup gets a database of its own.
+    name = "test_" + request.module.__name__.rsplit(".", 1)[-1] + f"_{next(_DATABASES)}"
     return create_database(postgres_server, name)
 
 
