@@ -294,7 +294,7 @@ def test_s3_refusals_leave_no_dataset(steward, bucket, settings):
 
 @pytest.fixture(scope="module")
 def warehouse(postgres_database):
-    """A database with a table ``people`` a role ``reader`` may read and a table ``secret`` it
+    """A database with a table ``people`` a role ``reader_<database>`` may read and a table ``secret`` it
     may not; the reader's connection URL."""
     frame = pd.read_csv(io.StringIO(synthetic_csv(1500)), dtype=str, keep_default_na=False)
     admin = postgres_database.replace("postgres://", "postgresql://")
@@ -307,10 +307,12 @@ def warehouse(postgres_database):
                 copy.write_row(list(row))
         connection.execute("CREATE TABLE secret (id integer)")
         connection.execute("INSERT INTO secret VALUES (1)")
-        connection.execute("DROP ROLE IF EXISTS reader")
-        connection.execute("CREATE ROLE reader LOGIN")
-        connection.execute("GRANT SELECT ON people TO reader")
-    return admin.replace("postgresql://postgres@", "postgresql://reader@")
+        # Roles belong to the whole cluster and this module's database may be set up twice in
+        # one test process: a reader of its own for each database.
+        role = "reader_" + admin.rsplit("/", 1)[-1]
+        connection.execute(f'CREATE ROLE "{role}" LOGIN')
+        connection.execute(f'GRANT SELECT ON people TO "{role}"')
+    return admin.replace("postgresql://postgres@", f"postgresql://{role}@")
 
 
 @pytest.fixture
@@ -348,7 +350,7 @@ def test_a_query_is_registered_and_profiled_in_place(steward, source_databases):
 def test_a_table_changed_since_its_first_read_is_refused(steward, source_databases, warehouse):
     dataset = profiled(register("postgres://warehouse?table=people"))
     storage.delete_quietly(column_store.name_of(dataset))  # a later read: the store rebuilt
-    admin = warehouse.replace("postgresql://reader@", "postgresql://postgres@")
+    admin = "postgresql://postgres@" + warehouse.split("@", 1)[1]
     with psycopg.connect(admin, autocommit=True) as connection:
         connection.execute("UPDATE people SET zip = '99999' WHERE name = 'Person 7'")
     try:
