@@ -18,7 +18,7 @@ import random
 import re
 
 import gevent
-from locust import HttpUser, between, task
+from locust import HttpUser, SequentialTaskSet, between, task
 
 ACCOUNTS = json.loads(os.environ.get("LOAD_ACCOUNTS", "{}"))
 RELEASE = int(os.environ.get("LOAD_RELEASE", "0"))
@@ -97,27 +97,41 @@ class Officer(HttpUser):
         )
 
 
+class RecipientRound(SequentialTaskSet):
+    """A recipient's round, in order: every other page is the CSV download, so even a short
+    run (the test's 15 s, a few pages per person) measures each download a recipient uses."""
+
+    @task
+    def download_csv(self) -> None:
+        self.client.get(f"/requests/{RELEASE}/download/csv/", name="download CSV")
+
+    @task
+    def recipient_page(self) -> None:
+        self.client.get(f"/requests/{RELEASE}/", name="recipient page")
+
+    @task
+    def download_csv_again(self) -> None:
+        self.download_csv()
+
+    @task
+    def download_parquet(self) -> None:
+        self.client.get(f"/requests/{RELEASE}/download/parquet/", name="download Parquet")
+
+    @task
+    def download_csv_once_more(self) -> None:
+        self.download_csv()
+
+    @task
+    def report(self) -> None:
+        self.client.get(f"/requests/{RELEASE}/report.json", name="download report")
+
+
 class Recipient(HttpUser):
     """A named recipient: the release's page, its report, and the downloads."""
 
     weight = 1
     wait_time = between(1, 5)
+    tasks = [RecipientRound]
 
     def on_start(self) -> None:
         log_in(self, "recipient")
-
-    @task(3)
-    def recipient_page(self) -> None:
-        self.client.get(f"/requests/{RELEASE}/", name="recipient page")
-
-    @task(2)
-    def download_csv(self) -> None:
-        self.client.get(f"/requests/{RELEASE}/download/csv/", name="download CSV")
-
-    @task(1)
-    def download_parquet(self) -> None:
-        self.client.get(f"/requests/{RELEASE}/download/parquet/", name="download Parquet")
-
-    @task(1)
-    def report(self) -> None:
-        self.client.get(f"/requests/{RELEASE}/report.json", name="download report")

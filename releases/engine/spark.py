@@ -17,9 +17,11 @@ shared file system on a real one; see docs/scaling.md). A run that fails (the ma
 reached, an executor is lost, the input is missing or malformed) raises :class:`SparkError`
 with one sentence for the person who ran it, and leaves no output: the output files are
 written under temporary names and renamed at the end, the scratch folder is removed.
-Spark's own task retries are off (``spark.task.maxFailures`` 1): a lost executor fails the
-run, which is retried as a whole (by the person, or by the worker's lease recovery), so that
-every part is written by exactly one attempt.
+Spark's own task retries are off (``spark.task.maxFailures`` 1): a task that was running on
+an executor when it was lost fails the run, which is retried as a whole (by the person, or by
+the worker's lease recovery), so that every part is written by exactly one attempt. Work the
+lost executor had already finished (its shuffle output) Spark recomputes on its own; that
+writes no part, so the run then ends with the same bytes.
 """
 
 from __future__ import annotations
