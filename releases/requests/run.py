@@ -188,15 +188,19 @@ def prepare_streamed(
     if not names:  # datasets profiled before columns were recorded
         return None
     released = released_columns(snapshot, names)
+    # The path is decided before any column is read: what makes the engine need the rows (the
+    # algorithm, microaggregation, SafePub, a research subset) is in the configuration, never
+    # in the column values that automatic hierarchies are built from (none here), so a round
+    # released from its rows reads them once.
+    unread = engine_config_of(snapshot, params, released, lambda name: ())
+    if not streamed.streams(unread, release_request.shuffle_scheme):
+        return None
     counted = [
         *(qi["name"] for qi in snapshot["quasi_identifiers"]),
         *(s for s in snapshot["sensitive"]),
     ]
     table = streamed.frequencies(dataset, counted)
-    config = engine_config_of(snapshot, params, released, table.distinct)
-    if not streamed.streams(config, release_request.shuffle_scheme):
-        return None
-    return table, config, names
+    return table, engine_config_of(snapshot, params, released, table.distinct), names
 
 
 def build_streamed(
