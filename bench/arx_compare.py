@@ -40,8 +40,8 @@ from typing import Any
 
 import numpy as np
 import pandas as pd
+from common import QIS, ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from releases.engine import AnonymizationConfig, Hierarchy, PrivacyModel, anonymize  # noqa: E402
@@ -52,16 +52,6 @@ ADULT = Path("tests/data/adult")
 TABLES = {"adult": ADULT, "integer-adult": Path("tests/data/integer-adult")}
 RESULTS = ROOT / "bench" / "arx" / "results"
 RUN = ROOT / "bench" / "arx" / "run.sh"
-QIS = [
-    "age",
-    "education",
-    "marital-status",
-    "native-country",
-    "occupation",
-    "race",
-    "salary-class",
-    "sex",
-]
 SUBSET = {"seed": 25, "fraction": 0.2}
 
 #: name -> quasi-identifiers, suppression limit, criteria (engine specs), population, subset.

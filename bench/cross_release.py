@@ -22,29 +22,18 @@ from __future__ import annotations
 
 import argparse
 import json
-import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
+from common import QIS, ROOT, hierarchy_file, peak_mb, run_child_case
+
 sys.path.insert(0, str(ROOT))
 
-ADULT = ROOT / "tests" / "data" / "adult"
 ROWS = 1_000_000
 ATTACKER_ROWS = 100_000
-QIS = [
-    "age",
-    "education",
-    "marital-status",
-    "native-country",
-    "occupation",
-    "race",
-    "salary-class",
-    "sex",
-]
 #: The earlier extracts' quasi-identifiers (each released at its optimum).
 EARLIER = [
     ["age", "education", "sex", "race", "marital-status"],
@@ -57,16 +46,10 @@ KNOWN = ["age", "sex", "race", "native-country", "workclass"]
 TARGETS = {"cross-release": 5.0, "linkage": 30.0}
 
 
-def _peak_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def _hierarchies(columns):
     from releases.engine import Hierarchy
 
-    return {
-        q: Hierarchy.from_arx_csv(ADULT / f"adult_hierarchy_{q}.csv", attribute=q) for q in columns
-    }
+    return {q: Hierarchy.from_arx_csv(hierarchy_file(q), attribute=q) for q in columns}
 
 
 def _read(path: Path):
@@ -155,15 +138,7 @@ CASES = {"cross-release": case_cross_release, "linkage": case_linkage}
 
 def run_case(case: str, path: Path) -> dict:
     args = [sys.executable, str(Path(__file__).resolve()), "--case", case, "--csv", str(path)]
-    t0 = time.perf_counter()
-    proc = subprocess.run(args, capture_output=True, text=True, timeout=1800, cwd=ROOT)
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"error": f"exit {proc.returncode}: {tail}"}
-    figures = json.loads(lines[-1])
-    figures["wall"] = time.perf_counter() - t0
-    return figures
+    return run_child_case(args, timeout=1800)
 
 
 def report() -> None:
@@ -213,7 +188,7 @@ def main() -> None:
         report()
         return
     figures = CASES[args.case](args.csv)
-    figures["peak_mb"] = _peak_mb()
+    figures["peak_mb"] = peak_mb()
     print(json.dumps(figures))
 
 

@@ -30,25 +30,14 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-ADULT = ROOT / "tests" / "data" / "adult"
-QIS = [
-    "age",
-    "education",
-    "marital-status",
-    "native-country",
-    "occupation",
-    "race",
-    "salary-class",
-    "sex",
-]
+from common import ADULT, QIS, ROOT, hierarchy_file, peak_mb, run_child_case
+
 #: The interpreter of the venv that has anjana (it cannot share the app's pandas).
 ANJANA_PYTHON = Path(os.environ.get("ANJANA_PYTHON") or ROOT / ".venv-pycanon" / "bin" / "python")
 K = 5
@@ -110,11 +99,6 @@ def _met(case: str, r: dict) -> bool:
     return r["anonymize"] < 1
 
 
-def _peak_mb() -> float:
-    # Linux reports ru_maxrss in KiB.
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-
-
 def _read(path: Path):
     import pandas as pd
 
@@ -125,9 +109,7 @@ def _config(algorithm: str, case: str | None = None):
     from releases.engine.hierarchy import Hierarchy
     from releases.engine.types import AnonymizationConfig, PrivacyModel
 
-    hierarchies = {
-        q: Hierarchy.from_arx_csv(ADULT / f"adult_hierarchy_{q}.csv", attribute=q) for q in QIS
-    }
+    hierarchies = {q: Hierarchy.from_arx_csv(hierarchy_file(q), attribute=q) for q in QIS}
     if case in MODELS:
         qis, sensitive, criteria, population = MODELS[case]
         return AnonymizationConfig(
@@ -199,7 +181,7 @@ def _child_anjana() -> dict:
     hierarchies = {}
     for q in QIS:
         levels = pd.read_csv(
-            ADULT / f"adult_hierarchy_{q}.csv",
+            hierarchy_file(q),
             sep=";",
             header=None,
             dtype=str,
@@ -239,19 +221,7 @@ def run_case(
     args = [str(python or sys.executable), str(Path(__file__).resolve()), "--case", case]
     if csv_path is not None:
         args += ["--csv", str(csv_path)]
-    t0 = time.perf_counter()
-    try:
-        proc = subprocess.run(args, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
-    except subprocess.TimeoutExpired:
-        return {"error": f"timed out after {timeout:.0f} s"}
-    wall = time.perf_counter() - t0
-    lines = [ln for ln in proc.stdout.splitlines() if ln.startswith("{")]
-    if proc.returncode != 0 or not lines:
-        tail = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        return {"error": f"exit {proc.returncode}: {tail}"}
-    figures = json.loads(lines[-1])
-    figures["wall"] = wall
-    return figures
+    return run_child_case(args, timeout)
 
 
 def _fmt(x: float | None, unit: str = "s") -> str:
@@ -388,7 +358,7 @@ def main() -> None:
     else:
         algorithm = "mondrian" if args.case == "adult-mondrian" else "optimal"
         figures = _child_engine(args.csv or ADULT / "adult.csv", algorithm, args.case)
-    figures["peak_mb"] = _peak_mb()
+    figures["peak_mb"] = peak_mb()
     print(json.dumps(figures))
 
 

@@ -16,9 +16,8 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+from common import ADULT
 
-ROOT = Path(__file__).resolve().parents[1]
-ADULT = ROOT / "tests" / "data" / "adult"
 SEED = 2024
 CHUNK_ROWS = 1_000_000
 

@@ -19,29 +19,15 @@ Goal (issue 23): 20 million rows under 1.5 GB.
 from __future__ import annotations
 
 import argparse
-import os
 import re
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT / "bench"))
+from common import anonymize_command, run_child
+from generate import generate
 
-from generate import ADULT, generate  # noqa: E402
-
-QIS = [
-    "age",
-    "education",
-    "marital-status",
-    "native-country",
-    "occupation",
-    "race",
-    "salary-class",
-    "sex",
-]
 STAGE = re.compile(
     r"stage (?P<name>[^:]+): (?P<rows>[\d,]+) rows in (?P<seconds>[\d.]+) s "
     r"\((?P<rate>[\d,]+) rows/s\), peak RSS (?P<peak>[\d,]+) MB"
@@ -49,23 +35,8 @@ STAGE = re.compile(
 
 
 def command(source: Path, out: Path, extra: list[str]) -> list[str]:
-    args = [sys.executable, "manage.py", "anonymize", str(source), "--out", str(out)]
-    args += ["--report", str(out.with_suffix(".json")), "--qi"]
-    args += [f"{q}={ADULT / f'adult_hierarchy_{q}.csv'}" for q in QIS]
-    return [*args, "--k", "5", "--suppression-limit", "0.05", "--seed", "1", "--verbose", *extra]
-
-
-def run(args: list[str]) -> tuple[float, float, int, str, str]:
-    """(wall seconds, peak MB, exit status, stdout, stderr) of a child process."""
-    started = time.perf_counter()
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        proc = subprocess.Popen(args, cwd=ROOT, stdout=out, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - started
-        out.seek(0), err.seek(0)
-        stdout = out.read().decode(errors="replace")
-        stderr = err.read().decode(errors="replace")
-    return wall, usage.ru_maxrss / 1024, os.waitstatus_to_exitcode(status), stdout, stderr
+    report = out.with_suffix(".json")
+    return anonymize_command(source, out, "--seed", "1", "--verbose", *extra, report=report)
 
 
 def main(argv: list[str] | None = None) -> None:
@@ -102,12 +73,13 @@ def main(argv: list[str] | None = None) -> None:
                     flush=True,
                 )
             out = folder / f"released-{rows}.csv"
-            wall, peak, status, stdout, stderr = run(command(source, out, extra))
-            if status != 0:
-                print(f"  failed (exit {status}): {stderr.strip()[-500:]}")
+            child = run_child(command(source, out, extra))
+            if child.status != 0:
+                print(f"  failed (exit {child.status}): {child.stderr.strip()[-500:]}")
                 sys.exit(1)
-            print(f"manage.py anonymize, {rows:,} rows: {stdout.strip()}")
-            for match in STAGE.finditer(stderr):
+            print(f"manage.py anonymize, {rows:,} rows: {child.stdout.strip()}")
+            wall, peak = child.wall, child.peak_mb
+            for match in STAGE.finditer(child.stderr):
                 print(
                     f"  {match['name']:<24} {match['seconds']:>8} s {match['rate']:>12} rows/s "
                     f"peak {match['peak']:>7} MB"

@@ -29,30 +29,15 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 sys.path.insert(0, str(ROOT))
 
-from generate import ADULT, generate  # noqa: E402
+from common import anonymize_command  # noqa: E402
+from generate import generate  # noqa: E402
 
+from releases.engine.memory import status_kb  # noqa: E402
 from tests.support.spark import children, spark_env, standalone_cluster  # noqa: E402
-
-QIS = [
-    "age",
-    "education",
-    "marital-status",
-    "native-country",
-    "occupation",
-    "race",
-    "salary-class",
-    "sex",
-]
 
 
 def _rss_kb(pid: int) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
+    return status_kb("VmRSS", pid) or 0
 
 
 def _tree(pid: int) -> list[int]:
@@ -115,10 +100,7 @@ def main(argv: list[str] | None = None) -> None:
             for rows in args.rows:
                 source = generate(rows, tmp / f"rows-{rows}.csv")
                 out = tmp / "out.csv"
-                command = [sys.executable, "manage.py", "anonymize", str(source)]
-                command += ["--out", str(out), "--qi"]
-                command += [f"{q}={ADULT / f'adult_hierarchy_{q}.csv'}" for q in QIS]
-                command += ["--k", "5", "--suppression-limit", "0.05", "--seed", "1"]
+                command = anonymize_command(source, out, "--seed", "1")
                 runs = [("spark " + master, [*command, "--spark", master])]
                 if args.in_process:
                     runs.append(("in process", command))

@@ -55,7 +55,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
-from generate import ADULT, SEED, generate  # noqa: E402
+from common import QIS, hierarchy_file  # noqa: E402
+from generate import SEED, generate  # noqa: E402
 
 from releases.engine import cli  # noqa: E402
 
@@ -63,16 +64,6 @@ RESULTS = ROOT / "bench" / "arx" / "results"
 RUN = ROOT / "bench" / "arx" / "run.sh"
 RUN_SAFEPUB = ROOT / "bench" / "arx" / "run-safepub.sh"
 
-QIS = [
-    "age",
-    "education",
-    "marital-status",
-    "native-country",
-    "occupation",
-    "race",
-    "salary-class",
-    "sex",
-]
 #: Quasi-identifiers of the cases with a sensitive attribute (occupation).
 QIS_SENSITIVE = [q for q in QIS if q != "occupation"]
 SUBSET_SEED = 25
@@ -148,10 +139,6 @@ CASES: dict[str, dict[str, Any]] = {
 }
 
 
-def _hierarchy(q: str) -> Path:
-    return ROOT / ADULT / f"adult_hierarchy_{q}.csv"
-
-
 def prepare(directory: Path, rows: int) -> dict[str, Path]:
     """The table and its research subset in ``directory`` (reused when already there)."""
     table = directory / f"adult-{rows}.csv"
@@ -207,7 +194,7 @@ def ours_command(case: dict[str, Any], files: dict[str, Path], out: Path) -> lis
     args = [sys.executable, "manage.py", "anonymize", str(files["table"])]
     args += ["--out", str(out / "out.csv"), "--report", str(out / "report.json")]
     for q in case["qis"]:
-        args += ["--qi", f"{q}={_hierarchy(q)}"]
+        args += ["--qi", f"{q}={hierarchy_file(q)}"]
     args += ["--suppression-limit", str(case.get("suppression_limit", 0.05))]
     if case.get("safepub"):
         # SafePub sets its own suppression (every class below k).
@@ -218,7 +205,7 @@ def ours_command(case: dict[str, Any], files: dict[str, Path], out: Path) -> lis
 def arx_command(case: dict[str, Any], files: dict[str, Path], out: Path) -> list[str]:
     args = ["--data", str(files["table"]), "--delimiter", ";"]
     for q in case["qis"]:
-        args += ["--qi", f"{q}={_hierarchy(q)}"]
+        args += ["--qi", f"{q}={hierarchy_file(q)}"]
     if case.get("safepub"):
         return [str(RUN_SAFEPUB), *args, *case["arx"]]
     args += ["--suppression-limit", str(case.get("suppression_limit", 0.05))]

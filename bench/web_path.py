@@ -45,6 +45,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 
 from generate import generate  # noqa: E402
 
+from releases.engine.memory import status_kb  # noqa: E402
 from tests.support.postgres import postgres_cluster  # noqa: E402
 from tests.support.processes import (  # noqa: E402
     VENV_BIN,
@@ -73,16 +74,6 @@ CHUNK = 1024 * 1024
 # --- Memory of processes ---------------------------------------------------------------------
 
 
-def _status_kb(pid: int, key: str) -> int:
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith(key + ":"):
-                return int(line.split()[1])
-    except OSError:
-        pass
-    return 0
-
-
 def _children(pid: int) -> list[int]:
     try:
         return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
@@ -108,7 +99,7 @@ class PeakMemory:
     def _sample(self) -> None:
         for name, root in list(self.roots.items()):
             for pid in [root, *_children(root)]:
-                hwm = _status_kb(pid, "VmHWM")
+                hwm = status_kb("VmHWM", pid)
                 if hwm:
                     seen = self.peaks[name]
                     seen[pid] = max(seen.get(pid, 0), hwm)

@@ -23,6 +23,16 @@ from releases.datasets.originals import read_limits
 from releases.datasets.selectors import PROFILE_TASK
 from releases.models import AuditEvent, Dataset, Project
 
+#: What the audit row says of the source (its key: the dataset's field written with it).
+AUDITED_SOURCE = {
+    "source": "source_kind",
+    "locator": "source_locator",
+    "version": "source_version",
+    "sha256": "sha256",
+    "size_bytes": "size_bytes",
+    "format": "file_format",
+}
+
 
 def register_dataset(
     actor: User | None,
@@ -65,12 +75,7 @@ def register_dataset(
             dataset=dataset,
             dataset_name=dataset.name,
             owner=owner.username,
-            source=locator.kind,
-            locator=locator.text,
-            version=found.version,
-            sha256=found.sha256,
-            size_bytes=found.size_bytes,
-            format=found.file_format,
+            **{key: getattr(dataset, name) for key, name in AUDITED_SOURCE.items()},
             via="api" if actor is not None else "manage.py register_dataset",
         )
         outbox.enqueue(PROFILE_TASK, dataset.pk)

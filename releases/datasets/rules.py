@@ -131,31 +131,33 @@ def check_key_role(column: str, key_column: str, role: str) -> None:
 COMMAND_LINE = None
 
 
-def can_register(actor, owner, project_id: int, kind: str) -> bool:
-    """The owner must be a data steward of the project. Through the API the steward registers
-    for themselves, and a server folder only as a site administrator (the command line runs on
-    the server: it may register a folder for any steward)."""
-    if not owner.is_active or not roles.has_role(owner, roles.STEWARD, project_id):
-        return False
+def _register_refusal(actor, owner, project, kind: str) -> str | None:
+    """Why ``actor`` may not register a ``kind`` source for ``owner`` in ``project`` (one
+    sentence), or None. The owner must be a data steward of the project. Through the API the
+    steward registers for themselves, and a server folder only as a site administrator (the
+    command line runs on the server: it may register a folder for any steward)."""
+    if not owner.is_active or not roles.has_role(owner, roles.STEWARD, project.pk):
+        return (
+            f"{owner.username} is not a data steward of {project.name}: a dataset registered "
+            "there must belong to one."
+        )
     if actor is COMMAND_LINE:
-        return True
+        return None
     if actor.pk != owner.pk:
-        return False
-    return kind != Dataset.SourceKind.FOLDER or roles.is_site_admin(actor)
+        return "A steward registers datasets for themselves."
+    if kind == Dataset.SourceKind.FOLDER and not roles.is_site_admin(actor):
+        return (
+            "Only site administrators may register files from a server folder; ask one to run "
+            "manage.py register_dataset."
+        )
+    return None
+
+
+def can_register(actor, owner, project, kind: str) -> bool:
+    return _register_refusal(actor, owner, project, kind) is None
 
 
 def check_register(actor, owner, project, kind: str) -> None:
     """Refuse a registration ``can_register`` does not allow (``PermissionDenied``, saying why)."""
-    if can_register(actor, owner, project.pk, kind):
-        return
-    if not owner.is_active or not roles.has_role(owner, roles.STEWARD, project.pk):
-        raise PermissionDenied(
-            f"{owner.username} is not a data steward of {project.name}: a dataset registered "
-            "there must belong to one."
-        )
-    if actor is not COMMAND_LINE and actor.pk != owner.pk:
-        raise PermissionDenied("A steward registers datasets for themselves.")
-    raise PermissionDenied(
-        "Only site administrators may register files from a server folder; ask one to run "
-        "manage.py register_dataset."
-    )
+    if not can_register(actor, owner, project, kind):
+        raise PermissionDenied(_register_refusal(actor, owner, project, kind))

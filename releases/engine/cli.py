@@ -68,7 +68,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import resource
 import sys
 import tempfile
 import time
@@ -80,7 +79,7 @@ import numpy as np
 import pandas as pd
 import pyarrow as pa
 
-from . import safepub, spark, tabular
+from . import memory, safepub, spark, tabular
 from .api import anonymize, parse_level_limits, parse_levels, parse_weights
 from .arrays import IntArray
 from .criteria import (
@@ -751,40 +750,25 @@ def _batches(
 
 class Stages:
     """Each stage's rows, time and peak memory, one line on ``err`` as it ends (``--verbose``).
-    The peak is the process's resident set's (Linux: VmHWM, reset at each stage through
-    ``/proc/self/clear_refs``; elsewhere the peak so far)."""
+    The peak is the process's resident set's (:mod:`.memory`: Linux's VmHWM, reset at each
+    stage; elsewhere the peak so far)."""
 
     def __init__(self, err: TextIO, prog: str, verbose: bool) -> None:
         self.err, self.prog, self.verbose = err, prog, verbose
         self.name = ""
         self.started = time.perf_counter()
-        self._reset()
-
-    @staticmethod
-    def _reset() -> None:
-        with contextlib.suppress(OSError):
-            Path("/proc/self/clear_refs").write_text("5")  # the peak restarts from now
-
-    @staticmethod
-    def peak_mb() -> float:
-        try:
-            for line in Path("/proc/self/status").read_text().splitlines():
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) / 1024
-        except OSError:
-            pass
-        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+        memory.reset_peak()
 
     def start(self, name: str) -> None:
         self.name, self.started = name, time.perf_counter()
-        self._reset()
+        memory.reset_peak()
 
     def end(self, rows: int) -> None:
         seconds = time.perf_counter() - self.started
         if self.verbose:
             self.err.write(
                 f"{self.prog}: stage {self.name}: {rows:,} rows in {seconds:.1f} s "
-                f"({rows / max(seconds, 1e-9):,.0f} rows/s), peak RSS {self.peak_mb():,.0f} MB\n"
+                f"({rows / max(seconds, 1e-9):,.0f} rows/s), peak RSS {memory.peak_mb():,.0f} MB\n"
             )
             self.err.flush()
 

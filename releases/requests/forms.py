@@ -275,6 +275,71 @@ def _web_input_problem(kind, data: dict) -> str | None:
     return None
 
 
+def sharing_fields() -> tuple[
+    forms.ModelMultipleChoiceField,
+    forms.ModelMultipleChoiceField,
+    forms.CharField,
+    forms.DateField,
+]:
+    """The fields naming who receives a release and on which terms (recipients, recipient
+    groups, terms, expiry), declared in this order on the forms that ask (:class:`SharingMixin`)."""
+    return (
+        forms.ModelMultipleChoiceField(
+            queryset=get_user_model().objects.none(),
+            required=False,
+            widget=forms.CheckboxSelectMultiple,
+            label="Recipients (only they can see and download the release)",
+        ),
+        forms.ModelMultipleChoiceField(
+            queryset=Group.objects.none(),
+            required=False,
+            widget=forms.CheckboxSelectMultiple,
+            label="Recipient groups (their members who are recipients)",
+        ),
+        forms.CharField(
+            label="Terms of use (the data sharing agreement each recipient accepts; empty: the "
+            "site's default)",
+            widget=forms.Textarea(attrs={"rows": 4}),
+            max_length=20000,
+            required=False,
+        ),
+        forms.DateField(
+            label="Available until (last day; empty: no expiry)",
+            required=False,
+            widget=forms.DateInput(attrs={"type": "date"}),
+        ),
+    )
+
+
+class SharingMixin:
+    """Who receives a release and on which terms, for a form that declares
+    :func:`sharing_fields`: the people and groups it may name, the terms it offers, and what
+    was chosen."""
+
+    # What the form it is mixed into has.
+    fields: dict[str, forms.Field]
+    cleaned_data: dict[str, Any]
+
+    def offer_sharing(self, dataset) -> None:
+        cast(
+            forms.ModelMultipleChoiceField, self.fields["recipients"]
+        ).queryset = recipient_choices()
+        cast(
+            forms.ModelMultipleChoiceField, self.fields["recipient_groups"]
+        ).queryset = recipient_group_choices()
+        # The dataset's project's terms, else the site's.
+        self.fields["terms"].initial = default_terms(dataset)
+
+    def sharing(self) -> Sharing:
+        data = self.cleaned_data
+        return Sharing(
+            recipients=list(data.get("recipients") or []),
+            recipient_groups=list(data.get("recipient_groups") or []),
+            terms=(data.get("terms") or "").strip() or None,
+            expires_at=data.get("expires_at"),
+        )
+
+
 class JustificationsMixin:
     """One text field per column suggested as a direct identifier that the tagging releases as
     it is: releasing it needs a written reason, kept on the request and shown to officers."""
@@ -497,39 +562,16 @@ class UtilityMixin:
         )
 
 
-class ReleaseRequestForm(JustificationsMixin, ProtectionMixin, UtilityMixin, ModelForm):
+class ReleaseRequestForm(
+    SharingMixin, JustificationsMixin, ProtectionMixin, UtilityMixin, ModelForm
+):
     """A release request: the privacy model, who receives it, on which terms, until when."""
 
-    recipients = forms.ModelMultipleChoiceField(
-        queryset=get_user_model().objects.none(),
-        required=False,
-        widget=forms.CheckboxSelectMultiple,
-        label="Recipients (only they can see and download the release)",
-    )
-    recipient_groups = forms.ModelMultipleChoiceField(
-        queryset=Group.objects.none(),
-        required=False,
-        widget=forms.CheckboxSelectMultiple,
-        label="Recipient groups (their members who are recipients)",
-    )
-    terms = forms.CharField(
-        label="Terms of use (the data sharing agreement each recipient accepts; empty: the "
-        "site's default)",
-        widget=forms.Textarea(attrs={"rows": 4}),
-        max_length=20000,
-        required=False,
-    )
-    expires_at = forms.DateField(
-        label="Available until (last day; empty: no expiry)",
-        required=False,
-        widget=forms.DateInput(attrs={"type": "date"}),
-    )
+    recipients, recipient_groups, terms, expires_at = sharing_fields()
 
     def __init__(self, *args, dataset=None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        offer(self, "recipients", recipient_choices())
-        offer(self, "recipient_groups", recipient_group_choices())
-        self.fields["terms"].initial = default_terms(dataset)
+        self.offer_sharing(dataset)
         self.add_justification_fields(dataset)
         self.add_protection_field(dataset)
         self.add_utility_fields(dataset)
@@ -543,15 +585,6 @@ class ReleaseRequestForm(JustificationsMixin, ProtectionMixin, UtilityMixin, Mod
 
     def parameters(self) -> ReleaseParameters:
         return self.utility_parameters(self.protected_parameters(super().parameters()))
-
-    def sharing(self) -> Sharing:
-        data = self.cleaned_data
-        return Sharing(
-            recipients=list(data.get("recipients") or []),
-            recipient_groups=list(data.get("recipient_groups") or []),
-            terms=(data.get("terms") or "").strip() or None,
-            expires_at=data.get("expires_at"),
-        )
 
 
 class ResubmitForm(JustificationsMixin, ProtectionMixin, UtilityMixin, ModelForm):
@@ -594,33 +627,10 @@ class RevokeForm(forms.Form):
     )
 
 
-class SharingForm(forms.Form):
+class SharingForm(SharingMixin, forms.Form):
     """Who receives a release and on which terms (the statistics request's part)."""
 
-    recipients = forms.ModelMultipleChoiceField(
-        queryset=get_user_model().objects.none(),
-        required=False,
-        widget=forms.CheckboxSelectMultiple,
-        label="Recipients (only they can see and download the release)",
-    )
-    recipient_groups = forms.ModelMultipleChoiceField(
-        queryset=Group.objects.none(),
-        required=False,
-        widget=forms.CheckboxSelectMultiple,
-        label="Recipient groups (their members who are recipients)",
-    )
-    terms = forms.CharField(
-        label="Terms of use (the data sharing agreement each recipient accepts; empty: the "
-        "site's default)",
-        widget=forms.Textarea(attrs={"rows": 4}),
-        max_length=20000,
-        required=False,
-    )
-    expires_at = forms.DateField(
-        label="Available until (last day; empty: no expiry)",
-        required=False,
-        widget=forms.DateInput(attrs={"type": "date"}),
-    )
+    recipients, recipient_groups, terms, expires_at = sharing_fields()
     response = forms.CharField(
         label="Your answer to the reviewers (or what changed)",
         widget=forms.Textarea(attrs={"rows": 3}),
@@ -630,16 +640,4 @@ class SharingForm(forms.Form):
 
     def __init__(self, *args, dataset=None, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        offer(self, "recipients", recipient_choices())
-        offer(self, "recipient_groups", recipient_group_choices())
-        # The dataset's project's terms (as the extract's form), else the site's.
-        self.fields["terms"].initial = default_terms(dataset)
-
-    def sharing(self) -> Sharing:
-        data = self.cleaned_data
-        return Sharing(
-            recipients=list(data.get("recipients") or []),
-            recipient_groups=list(data.get("recipient_groups") or []),
-            terms=(data.get("terms") or "").strip() or None,
-            expires_at=data.get("expires_at"),
-        )
+        self.offer_sharing(dataset)

@@ -37,6 +37,7 @@ from releases.engine import (
     anonymize,
 )
 from releases.engine.frequency import FrequencyTable
+from releases.engine.memory import resident_mb
 from releases.engine.risk import class_sizes_of
 from releases.engine.types import Algorithm
 from releases.events import emit
@@ -187,15 +188,19 @@ def prepare_streamed(
     if not names:  # datasets profiled before columns were recorded
         return None
     released = released_columns(snapshot, names)
+    # The path is decided before any column is read: what makes the engine need the rows (the
+    # algorithm, microaggregation, SafePub, a research subset) is in the configuration, never
+    # in the column values that automatic hierarchies are built from (none here), so a round
+    # released from its rows reads them once.
+    unread = engine_config_of(snapshot, params, released, lambda name: ())
+    if not streamed.streams(unread, release_request.shuffle_scheme):
+        return None
     counted = [
         *(qi["name"] for qi in snapshot["quasi_identifiers"]),
         *(s for s in snapshot["sensitive"]),
     ]
     table = streamed.frequencies(dataset, counted)
-    config = engine_config_of(snapshot, params, released, table.distinct)
-    if not streamed.streams(config, release_request.shuffle_scheme):
-        return None
-    return table, config, names
+    return table, engine_config_of(snapshot, params, released, table.distinct), names
 
 
 def build_streamed(
@@ -356,25 +361,13 @@ class _StageTimer:
 
     def done(self, stage: str) -> None:
         now = time.perf_counter()
-        self.stages.append((stage, now - self.last, _resident_mb()))
+        self.stages.append((stage, now - self.last, resident_mb()))
         self.last = now
 
     def __str__(self) -> str:
         text = ", ".join(f"{stage} {seconds:.1f} s" for stage, seconds, _ in self.stages)
         memory = [f"{mb} MB" for _, _, mb in self.stages if mb is not None]
         return text + (f" (resident at each stage's end: {', '.join(memory)})" if memory else "")
-
-
-def _resident_mb() -> int | None:
-    """This process's resident memory in MB (Linux; None elsewhere)."""
-    try:
-        with open("/proc/self/status", encoding="ascii") as status:
-            for line in status:
-                if line.startswith("VmRSS:"):
-                    return int(line.split()[1]) // 1024
-    except OSError:
-        pass
-    return None
 
 
 #: Classes inserted per statement (Django lowers it to what the database accepts).
