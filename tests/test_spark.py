@@ -17,11 +17,14 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
-from releases.engine import cli, spark
+from releases.engine import AnonymizationConfig, cli, spark, streaming
 from releases.engine.api import anonymize
 from releases.engine.export import write_csv
+from releases.engine.frequency import frequency_table
 from releases.engine.shuffle import KEYED, order
 from tests.conftest import ADULT
 from tests.support.processes import REPO, free_port
@@ -180,6 +183,85 @@ def test_fars_like_data_on_the_cluster_equals_the_in_process_run(
     assert "case" not in released.columns
     assert "'=HYPERLINK(x)" in set(released["note"])
     assert len(released) == 6000 - result.suppressed
+
+
+def streamed_in_process(
+    argv: list[str], folder: Path, bucket_rows: int
+) -> tuple[AnonymizationConfig, bytes, bytes]:
+    """The in-process streamed engine on ``argv``'s input and configuration: the CSV and
+    Parquet bytes :func:`streaming.write_released` writes (buckets of ``bucket_rows``)."""
+    args = cli.build_parser().parse_args(argv)
+    df, sep = cli.read_table(args.input)
+    config = cli.build_config(args, df)
+    frame = pa.Table.from_pandas(df.astype(str), preserve_index=False)
+    columns = [str(c) for c in df.columns]
+    counted = streaming.frequency_columns(config)
+    table = frequency_table(frame.select(counted).to_batches(997), counted)
+    _, enc, chosen = streaming.anonymize_frequencies(table, columns, config)
+    plan = streaming.plan_release(enc, chosen, config, columns, int(args.seed), sep)
+    streaming.write_released(
+        plan,
+        frame.to_batches(997),
+        folder / "memory.csv",
+        folder / "memory.parquet",
+        chunk_rows=bucket_rows,
+    )
+    return config, (folder / "memory.csv").read_bytes(), (folder / "memory.parquet").read_bytes()
+
+
+@pytest.mark.parametrize("case", ["adult", "fars"])
+def test_the_cluster_writes_the_in_process_csv_and_parquet_bytes(spark_cluster, tmp_path, case):
+    if case == "adult":
+        argv = adult_argv(ADULT / "adult.csv", tmp_path / "unused.csv")
+        bucket_rows, source = 5000, ADULT / "adult.csv"
+    else:
+        source = tmp_path / "fars.csv"
+        fars_like(source)
+        argv = [
+            str(source),
+            *("--out", str(tmp_path / "unused.csv"), "--qi", f"iage={FARS_IAGE}", "sex"),
+            *("state", "--identifier", "case", "--sensitive", "inj_sev", "--k", "4"),
+            *("--l", "2", "--suppression-limit", "0.1", "--seed", "3"),
+        ]
+        bucket_rows = 1000
+    config, csv_bytes, parquet_bytes = streamed_in_process(argv, tmp_path, bucket_rows)
+    seed = int(argv[argv.index("--seed") + 1])
+    made = spark.release_on_spark(
+        spark_cluster.master,
+        str(source),
+        streaming.frequency_columns(config),
+        lambda table, columns: config,
+        tmp_path / "spark.csv",
+        seed,
+        bucket_rows=bucket_rows,
+        parquet_path=tmp_path / "spark.parquet",
+    )
+    assert made.written.buckets > 1
+    assert (tmp_path / "spark.csv").read_bytes() == csv_bytes
+    assert (tmp_path / "spark.parquet").read_bytes() == parquet_bytes
+    # The Parquet file holds the CSV's rows, in its order, as plain pandas reads them.
+    sep = ";" if case == "adult" else ","
+    from_csv = pd.read_csv(tmp_path / "spark.csv", sep=sep, dtype=str, keep_default_na=False)
+    from_parquet = pd.read_parquet(tmp_path / "spark.parquet")
+    assert len(from_parquet) == len(from_csv) == made.result.rows_out
+    assert (
+        pq.ParquetFile(tmp_path / "spark.parquet").metadata.num_row_groups >= made.written.buckets
+    )
+    for name in made.plan.quasi_identifiers:
+        assert from_parquet[name].tolist() == from_csv[name].tolist()
+    assert (
+        leftovers(
+            tmp_path,
+            {
+                "spark.csv",
+                "spark.parquet",
+                "memory.csv",
+                "memory.parquet",
+                *(["fars.csv"] if case == "fars" else []),
+            },
+        )
+        == set()
+    )
 
 
 def adult_like(path: Path, rows: int, seed: int = 5) -> None:

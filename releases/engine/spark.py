@@ -8,9 +8,11 @@ driver runs the search on that table (:meth:`.lattice.EncodedData.from_frequenci
 search as in process) and builds the :class:`.streaming.ReleasePlan`, which Spark broadcasts:
 each partition applies :func:`.streaming.release_batch` to its rows (``mapInArrow``), Spark
 sorts the released rows by their place in the file (:func:`.streaming.order_keys` of the seed
-and the input row), and each partition of the sorted rows is written as CSV (the engine's
-writer) into a scratch folder beside the output. The driver appends the parts in order into
-the output file: its bytes are those the in-process engine writes for the same seed.
+and the input row), and each bucket of the sorted rows (a range of keys) is written as an Arrow
+IPC file into a scratch folder beside the output. The driver reads the buckets in order, one at
+a time, and writes the CSV (and the Parquet file) with the engine's own writer
+(:func:`.streaming.write_buckets`): their bytes are those the in-process engine writes for the
+same seed.
 
 The scratch folder must be visible to the driver and to every executor (a local cluster, or a
 shared file system on a real one; see docs/scaling.md). A run that fails (the master cannot be
@@ -28,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import hashlib
 import os
 import pickle
 import re
@@ -46,11 +47,20 @@ from urllib.parse import urlparse
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.ipc as ipc
 
 from .errors import EngineError
-from .export import csv_cells, csv_header, csv_lines
 from .frequency import FIRST, ROWS, FrequencyTable
-from .streaming import ORDER, ReleasePlan, anonymize_frequencies, plan_release, release_batch
+from .streaming import (
+    ORDER,
+    ReleasePlan,
+    anonymize_frequencies,
+    bucket_name,
+    bucket_schema,
+    plan_release,
+    release_batch,
+    write_buckets,
+)
 from .tabular import TableError, check_header, detect_delimiter
 from .types import AnonymizationConfig, AnonymizationResult, ProgressCallback
 
@@ -412,21 +422,26 @@ def _release_partition(
 
 
 def _write_partition(
-    folder: str, columns: list[str], delimiter: str
+    folder: str, payload: bytes
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function each partition runs on its rows, sorted by (bucket, key): each bucket's
-    rows as CSV lines (the engine's writer, without the header) into ``folder``/NNNNN, written
-    under a temporary name and renamed once complete; yields (bucket, rows) per bucket."""
+    rows as an Arrow IPC stream of :func:`.streaming.bucket_schema` (the key unsigned again)
+    into ``folder``/:func:`.streaming.bucket_name`, written under a temporary name and renamed
+    once complete; yields (bucket, rows) per bucket."""
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        plan: ReleasePlan = pickle.loads(payload)
+        schema = bucket_schema(plan)
         current: int | None = None
         out: IO[bytes] | None = None
+        writer: ipc.RecordBatchStreamWriter | None = None
         rows = 0
 
         def close() -> pa.RecordBatch:
-            assert out is not None and current is not None
+            assert out is not None and writer is not None and current is not None
+            writer.close()
             out.close()
-            os.replace(Path(out.name), Path(folder) / f"{current:05d}")
+            os.replace(Path(out.name), Path(folder) / bucket_name(current))
             return pa.RecordBatch.from_arrays(
                 [pa.array([current], type=pa.int32()), pa.array([rows], type=pa.int64())],
                 names=[_BUCKET, "rows"],
@@ -448,43 +463,36 @@ def _write_partition(
                         out = open(  # noqa: SIM115 - closed by close()
                             Path(folder) / f".{bucket:05d}.{os.getpid()}.tmp", "wb"
                         )
-                    assert out is not None
+                        writer = ipc.new_stream(out, schema)
+                    assert writer is not None
                     piece = batch.slice(start, stop - start)
-                    cells = []
-                    for name in columns:
-                        column = piece.column(piece.schema.get_field_index(name))
-                        values, codes = csv_cells(column, delimiter, len(columns) == 1)
-                        cells.append(values if codes is None else values.take(pa.array(codes)))
-                    out.write(csv_lines(cells, piece.num_rows, delimiter))
+                    signed = piece.column(piece.schema.get_field_index(ORDER)).to_numpy(
+                        zero_copy_only=False
+                    )
+                    arrays = [
+                        piece.column(piece.schema.get_field_index(name)).cast(pa.string())
+                        for name in plan.columns
+                    ]
+                    arrays.append(pa.array(signed.view(np.uint64) ^ _SIGN, type=pa.uint64()))
+                    writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=schema))
                     rows += piece.num_rows
             if out is not None:
                 yield close()
                 out = None
         finally:
+            if writer is not None and out is not None and not out.closed:
+                writer.close()
             if out is not None and not out.closed:
                 out.close()
 
     return write
 
 
-class _Hashed:
-    """A binary file that hashes what is written to it."""
-
-    def __init__(self, out: IO[bytes]) -> None:
-        self.out = out
-        self.digest = hashlib.sha256()
-        self.size = 0
-
-    def write(self, data: bytes | memoryview) -> int:
-        self.digest.update(data)
-        self.out.write(data)
-        self.size += len(data)
-        return len(data)
-
-
 def bucket_bits(rows: int, bucket_rows: int) -> int:
     """Bits of the order key that pick a row's bucket: about ``bucket_rows`` rows per bucket
-    (the keys are uniform), at most 4,096 buckets."""
+    (the keys are uniform), at most 4,096 buckets; the same as the in-process writer's
+    (:func:`.streaming.write_released` with ``chunk_rows`` = ``bucket_rows``), so that the
+    Parquet file's row groups (a bucket's rows, in slices) are the same too."""
     buckets = max(1, -(-rows // max(bucket_rows, 1)))
     return min((buckets - 1).bit_length(), 12)
 
@@ -492,14 +500,19 @@ def bucket_bits(rows: int, bucket_rows: int) -> int:
 def write_released(
     data: Input,
     plan: ReleasePlan,
-    csv_out: IO[bytes],
+    csv_path: Path,
     scratch: Path,
     bucket_rows: int | None = None,
+    parquet_path: Path | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> SparkWritten:
     """Apply ``plan`` to every row on the cluster and write the released rows as CSV to
-    ``csv_out`` in the order of their keys: the header, then each bucket of keys (a range of
-    their top bits, sorted by Spark within it, written by an executor into ``scratch``) in
-    order. ``scratch``: an empty folder the executors and the driver all see."""
+    ``csv_path`` (and as Parquet to ``parquet_path``) in the order of their keys: each bucket
+    of keys (a range of their top bits, sorted by Spark within it) is written by an executor
+    into ``scratch`` as an Arrow IPC file; the driver then reads them in order, one at a time,
+    and writes them with the engine's own writer (:func:`.streaming.write_buckets`): the bytes
+    the in-process engine writes. ``scratch``: an empty folder the executors and the driver
+    all see; ``progress(rows)``: rows written so far."""
     names = list(plan.columns)
     schema = T.StructType(
         [T.StructField(c, T.StringType(), False) for c in names]
@@ -514,23 +527,19 @@ def write_released(
         released = data.frame.mapInArrow(_release_partition(payload, bits), schema)
         ordered = released.repartition(1 << bits, _BUCKET).sortWithinPartitions(_BUCKET, ORDER)
         written = ordered.mapInArrow(
-            _write_partition(str(scratch), names, plan.delimiter), f"{_BUCKET} int, rows long"
+            _write_partition(str(scratch), payload), f"{_BUCKET} int, rows long"
         ).toArrow()
     counts = dict(
         zip(written.column(_BUCKET).to_pylist(), written.column("rows").to_pylist(), strict=True)
     )
-    out = _Hashed(csv_out)
-    out.write(csv_header(names, plan.delimiter))
-    for bucket in sorted(counts):
-        with open(scratch / f"{bucket:05d}", "rb") as fh:
-            shutil.copyfileobj(fh, out)
     rows = sum(int(n) for n in counts.values())
     if rows != plan.rows_out:
         raise SparkError(
             f"Spark released {rows:,} rows, the plan expected {plan.rows_out:,}: the input "
             "changed between its readings."
         )
-    return SparkWritten(out.digest.hexdigest(), out.size, rows, len(counts))
+    done = write_buckets(plan, sorted(counts), scratch, csv_path, parquet_path, progress)
+    return SparkWritten(done.sha256, done.size, done.rows, len(counts))
 
 
 # --------------------------------------------------------------------------- the entry point
@@ -560,14 +569,15 @@ def release_on_spark(
     progress: ProgressCallback | None = None,
     bucket_rows: int | None = None,
     stage_done: Callable[[str, int], None] | None = None,
+    parquet_path: str | os.PathLike[str] | None = None,
 ) -> SparkRelease:
     """The whole job on Spark: read ``path``, count the combinations of
     ``frequency_columns`` (the quasi-identifiers, then the sensitive columns), let
     ``configure(table, input_columns)`` give the configuration (e.g. hierarchies built on the
     table's distinct values), search on the driver, release and write the extract to
-    ``csv_path`` in the order of ``seed``.
+    ``csv_path`` (and to ``parquet_path``) in the order of ``seed``.
 
-    ``csv_path`` is written only when everything succeeded (a temporary file beside it is
+    The outputs are written only when everything succeeded (temporary files beside them are
     renamed); on any failure nothing is left there and :class:`SparkError` (or the engine's
     :class:`.errors.EngineError`) says why. ``stage_done(name, rows)`` is told as each stage
     ends."""
@@ -589,6 +599,7 @@ def release_on_spark(
     spark = connect(master, connect_seconds)
     scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.spark-", dir=folder))
     temp = scratch / "extract.csv.tmp"
+    parquet_temp = scratch / "extract.parquet.tmp"
     try:
         if progress is not None:
             progress(0.0, "reading the input on Spark")
@@ -606,8 +617,16 @@ def release_on_spark(
             progress(0.9, "releasing the rows on Spark")
         parts = scratch / "parts"
         parts.mkdir()
-        with open(temp, "wb") as out:
-            written = write_released(data, plan, out, parts, bucket_rows)
+        written = write_released(
+            data,
+            plan,
+            temp,
+            parts,
+            bucket_rows,
+            parquet_temp if parquet_path is not None else None,
+        )
+        if parquet_path is not None:
+            os.replace(parquet_temp, parquet_path)
         os.replace(temp, target)
         done("Spark: release + order + write", written.rows)
     finally:
