@@ -38,6 +38,7 @@ import socket
 import sys
 import tempfile
 import warnings
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,8 +50,11 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.ipc as ipc
 
+from .classes import Classes, codes_of
+from .cross_release import NOT_IN
 from .errors import EngineError
 from .frequency import FIRST, ROWS, FrequencyTable
+from .shuffle import order_keys
 from .streaming import (
     ORDER,
     ReleasePlan,
@@ -75,13 +79,17 @@ except ImportError:  # pragma: no cover - without the extra
 
 __all__ = [
     "ROW",
+    "Job",
+    "Observation",
     "SparkError",
     "SparkRelease",
     "bucket_bits",
     "check_master",
     "connect",
     "frequency_table",
+    "job",
     "local_file",
+    "observe",
     "read_input",
     "release_on_spark",
     "write_released",
@@ -634,3 +642,226 @@ def release_on_spark(
         with contextlib.suppress(Exception):
             spark.stop()
     return SparkRelease(result, plan, written, data.columns, data.delimiter)
+
+
+# --------------------------------------------------------------------------- a run's observations
+
+
+@dataclass
+class Observation:
+    """What a release's run needs beside its files, gathered on the cluster: each input row's
+    class number (:data:`.cross_release.NOT_IN` for a suppressed row), the first ``head_rows``
+    released rows in the file's order (their input cells, :data:`.streaming.ORDER` and the
+    input row in :data:`ROW`) and, per counted column, how many rows hold each value."""
+
+    membership: np.ndarray
+    head: pa.Table | None
+    counts: dict[str, Counter[str]]
+
+
+def _observe_partition(
+    folder: str, payload: bytes, head_rows: int
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The function each partition runs: its rows' class numbers into ``folder`` (an Arrow IPC
+    stream of (row, class) named after the partition's first row, renamed once complete), and
+    yields its first ``head_rows`` released rows in the file's order (the key made signed)."""
+
+    def observe(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        plan, classes = pickle.loads(payload)
+        schema = pa.schema([(ROW, pa.int64()), ("class", pa.int32())])
+        head: pa.Table | None = None
+        out: IO[bytes] | None = None
+        writer: ipc.RecordBatchStreamWriter | None = None
+        first: int | None = None
+        try:
+            for batch in batches:
+                if not batch.num_rows:
+                    continue
+                rows = batch.column(batch.schema.get_field_index(ROW)).to_numpy().astype(np.int64)
+                if writer is None:
+                    first = int(rows[0])
+                    out = open(  # noqa: SIM115 - closed below
+                        Path(folder) / f".m{first:012d}.{os.getpid()}.tmp", "wb"
+                    )
+                    writer = ipc.new_stream(out, schema)
+                names = batch.schema.names
+                codes = [
+                    codes_of(plan, q, batch.column(names.index(q))) for q in plan.quasi_identifiers
+                ]
+                member = classes.of(codes).astype(np.int32)
+                writer.write_batch(
+                    pa.RecordBatch.from_arrays(
+                        [pa.array(rows), pa.array(member, type=pa.int32())], schema=schema
+                    )
+                )
+                kept = np.flatnonzero(member != NOT_IN)
+                keys = order_keys(plan.seed, rows[kept])
+                if len(kept) > head_rows:
+                    picked = np.argpartition(keys, head_rows)[:head_rows]
+                    kept, keys = kept[picked], keys[picked]
+                if len(kept):
+                    taken = pa.Table.from_batches([batch.select(plan.columns).take(kept)])
+                    part = taken.append_column(
+                        ORDER, pa.array((keys ^ _SIGN).view(np.int64), pa.int64())
+                    ).append_column(ROW, pa.array(rows[kept], pa.int64()))
+                    joined = part if head is None else pa.concat_tables([head, part])
+                    head = joined.sort_by(ORDER).slice(0, head_rows)
+            if writer is not None and out is not None:
+                writer.close()
+                out.close()
+                os.replace(Path(out.name), Path(folder) / f"m{first:012d}.arrow")
+        finally:
+            if out is not None and not out.closed:
+                out.close()
+        if head is not None:
+            yield from head.combine_chunks().to_batches()
+
+    return observe
+
+
+def observe(
+    data: Input,
+    plan: ReleasePlan,
+    classes: Classes,
+    counted: Sequence[str],
+    scratch: Path,
+    head_rows: int,
+) -> Observation:
+    """The :class:`Observation` of the release ``plan`` of ``data`` (its classes numbered by
+    ``classes``), computed by Spark: the class numbers are written by the executors into
+    ``scratch`` (a folder they and the driver see) and gathered here one partition at a time."""
+    schema = T.StructType(
+        [T.StructField(c, T.StringType(), False) for c in plan.columns]
+        + [T.StructField(ORDER, T.LongType(), False), T.StructField(ROW, T.LongType(), False)]
+    )
+    payload = pickle.dumps((plan, classes))
+    with spark_errors("finding each row's class"):
+        frame = data.frame.select(*[F.col(f"`{c}`") for c in plan.columns], ROW)
+        heads = frame.mapInArrow(
+            _observe_partition(str(scratch), payload, head_rows), schema
+        ).toArrow()
+    membership = np.full(data.rows, NOT_IN, dtype=np.int32)
+    seen = 0
+    for piece in sorted(scratch.glob("m*.arrow")):
+        with ipc.open_stream(pa.memory_map(str(piece))) as reader:
+            for batch in reader:
+                rows = batch.column(0).to_numpy()
+                membership[rows] = batch.column(1).to_numpy()
+                seen += len(rows)
+    if seen != data.rows:
+        raise SparkError(
+            f"Spark gave the class of {seen:,} rows, the input has {data.rows:,}: the input "
+            "changed between its readings."
+        )
+    head: pa.Table | None = None
+    if heads.num_rows:
+        ordered = heads.sort_by(ORDER).slice(0, head_rows)
+        signed = ordered.column(ORDER).to_numpy()
+        head = pa.table(
+            {
+                **{c: ordered.column(c).cast(pa.string()) for c in plan.columns},
+                ORDER: pa.array(signed.view(np.uint64) ^ _SIGN, pa.uint64()),
+                ROW: ordered.column(ROW).cast(pa.int64()),
+            }
+        )
+    counts: dict[str, Counter[str]] = {}
+    for name in counted:
+        with spark_errors(f"counting the values of {name!r}"):
+            table = data.frame.groupBy(F.col(f"`{name}`")).count().toArrow()
+        counts[name] = Counter(
+            dict(
+                zip(
+                    [str(v) for v in table.column(0).to_pylist()],
+                    [int(v) for v in table.column(1).to_pylist()],
+                    strict=True,
+                )
+            )
+        )
+    return Observation(membership, head, counts)
+
+
+# --------------------------------------------------------------------------- a session for a run
+
+
+@dataclass
+class Job:
+    """One input read by Spark for a run: its :class:`Input`, and a scratch folder (beside the
+    run's files) the executors write into."""
+
+    spark: Any
+    data: Input
+    scratch: Path
+
+    def frequency_table(self, columns: Sequence[str]) -> FrequencyTable:
+        return frequency_table(self.data, columns)
+
+    def restricted(self, columns: Sequence[str]) -> Input:
+        """The input with only ``columns`` (and :data:`ROW`)."""
+        for name in columns:
+            if name not in self.data.columns:
+                raise SparkError(f"Column {name!r} is not in the input.")
+        frame = self.data.frame.select(*[F.col(f"`{c}`") for c in columns], ROW)
+        return Input(frame, list(columns), self.data.delimiter, self.data.rows)
+
+    def release(
+        self,
+        plan: ReleasePlan,
+        csv_path: Path,
+        parquet_path: Path | None,
+        progress: Callable[[int], None] | None = None,
+        bucket_rows: int | None = None,
+    ) -> SparkWritten:
+        """Write the released rows of ``plan`` (see :func:`write_released`)."""
+        parts = Path(tempfile.mkdtemp(prefix="parts-", dir=self.scratch))
+        try:
+            return write_released(
+                self.restricted(plan.input_columns),
+                plan,
+                csv_path,
+                parts,
+                bucket_rows,
+                parquet_path,
+                progress,
+            )
+        finally:
+            shutil.rmtree(parts, ignore_errors=True)
+
+    def observe(
+        self, plan: ReleasePlan, classes: Classes, counted: Sequence[str], head_rows: int
+    ) -> Observation:
+        folder = Path(tempfile.mkdtemp(prefix="classes-", dir=self.scratch))
+        try:
+            return observe(
+                self.restricted(list(dict.fromkeys([*plan.input_columns, *counted]))),
+                plan,
+                classes,
+                counted,
+                folder,
+                head_rows,
+            )
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def job(
+    master: str,
+    path: str,
+    folder: Path,
+    connect_seconds: float = 10.0,
+    app_name: str = "anonymizer",
+) -> Iterator[Job]:
+    """A :class:`Job` on ``master`` reading ``path`` (one CSV or Parquet file), its scratch
+    folder inside ``folder``; the session is stopped and the scratch folder removed at the
+    end, whatever happens."""
+    local = local_file(path)
+    if local is not None and not local.is_file():
+        raise SparkError(f"The input {path} does not exist or is not a file.")
+    spark = connect(master, connect_seconds, app_name)
+    scratch = Path(tempfile.mkdtemp(prefix=".spark-", dir=folder))
+    try:
+        yield Job(spark, read_input(spark, path), scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        with contextlib.suppress(Exception):
+            spark.stop()
