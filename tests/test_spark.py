@@ -23,9 +23,11 @@ import pytest
 
 from releases.engine import AnonymizationConfig, cli, spark, streaming
 from releases.engine.api import anonymize
+from releases.engine.classes import codes_of, released_classes
+from releases.engine.cross_release import NOT_IN
 from releases.engine.export import write_csv
 from releases.engine.frequency import frequency_table
-from releases.engine.shuffle import KEYED, order
+from releases.engine.shuffle import KEYED, order, order_keys
 from tests.conftest import ADULT
 from tests.support.processes import REPO, free_port
 
@@ -401,3 +403,46 @@ def test_what_needs_the_rows_in_memory_is_refused_with_spark(tmp_path):
     status, _, err = run([*argv, "--algorithm", "mondrian", "--spark", "local[1]"])
     assert status == 2
     assert "--algorithm mondrian cannot be combined with --spark" in err
+
+
+def test_the_cluster_observes_each_row_s_class_and_the_first_rows_across_partitions(
+    spark_cluster, tmp_path
+):
+    source = tmp_path / "fars.csv"
+    fars_like(source, rows=3000)
+    argv = [
+        str(source),
+        *("--out", str(tmp_path / "unused.csv"), "--qi", f"iage={FARS_IAGE}", "sex"),
+        *("state", "--identifier", "case", "--sensitive", "inj_sev", "--k", "4"),
+        *("--suppression-limit", "0.1", "--seed", "5"),
+    ]
+    args = cli.build_parser().parse_args(argv)
+    df, _ = cli.read_table(args.input)
+    config = cli.build_config(args, df)
+    columns = [str(c) for c in df.columns]
+    counted = streaming.frequency_columns(config)
+    frame = pa.Table.from_pandas(df.astype(str), preserve_index=False)
+    table = frequency_table(frame.select(counted).to_batches(997), counted)
+    _, enc, chosen = streaming.anonymize_frequencies(table, columns, config)
+    plan = streaming.plan_release(enc, chosen, config, columns, 5)
+    numbered = released_classes(plan, chosen)
+    with spark.job(spark_cluster.master, str(source), tmp_path) as job:
+        # Small splits: the input comes in several partitions.
+        job.spark.conf.set("spark.sql.files.maxPartitionBytes", "16384")
+        job.data = spark.read_input(job.spark, str(source))
+        assert job.data.frame.rdd.getNumPartitions() > 2
+        seen = job.observe(plan, numbered, ["note"], head_rows=50)
+    # Each row's class, as the plan's classes number the rows read here.
+    codes = [codes_of(plan, q, pa.array(df[q].astype(str).tolist())) for q in plan.values]
+    expected = numbered.of(codes)
+    assert np.array_equal(seen.membership, expected)
+    assert int((seen.membership == NOT_IN).sum()) == plan.rows_in - plan.rows_out > 0
+    # The first rows of the file: the kept rows of the 50 smallest keys, in key order.
+    kept = np.flatnonzero(expected != NOT_IN)
+    keys = order_keys(5, kept)
+    first = kept[np.argsort(keys)[:50]]
+    assert seen.head is not None
+    assert seen.head.column(spark.ROW).to_pylist() == first.tolist()
+    assert seen.head.column("note").to_pylist() == df["note"].astype(str).iloc[first].tolist()
+    assert seen.counts["note"] == df["note"].astype(str).value_counts().to_dict()
+    assert leftovers(tmp_path, {"fars.csv"}) == set()
