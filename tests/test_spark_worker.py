@@ -14,6 +14,7 @@ import numpy as np
 import pandas as pd
 import pytest
 from django.core.serializers.json import DjangoJSONEncoder
+from django.urls import reverse
 
 from releases.core import storage
 from releases.datasets import services as datasets
@@ -62,7 +63,7 @@ def class_rows(classes) -> list[str]:
 
 
 def test_a_round_on_the_cluster_equals_the_round_in_process(
-    spark_cluster, steward, settings, monkeypatch
+    spark_cluster, steward, settings, monkeypatch, client
 ):
     # Small buckets and head: the rows are ordered and written in several parts.
     monkeypatch.setattr(streamed, "CHUNK_ROWS", 400)
@@ -73,6 +74,7 @@ def test_a_round_on_the_cluster_equals_the_round_in_process(
     ready = run(request_release(steward, dataset, k=5, suppression_limit=0.05, l=2))
     assert ready.state == ReleaseRequest.State.READY, ready.error
     assert ready.summary["ran_on"].startswith(f"Apache Spark ({spark_cluster.master})")
+    assert f"Where it ran: Apache Spark ({spark_cluster.master})" in page(client, steward, ready)
 
     settings.SPARK_MASTER = ""
     summary, hashes, classes, membership = in_process(ready)
@@ -110,7 +112,14 @@ def test_a_round_on_the_cluster_equals_the_round_in_process(
     assert int((stored_membership == NOT_IN).sum()) == ready.summary["suppressed"]
 
 
-def test_a_round_that_needs_the_rows_stays_in_process_and_says_so(steward, settings):
+def page(client, user, release_request: ReleaseRequest) -> str:
+    client.force_login(user)
+    response = client.get(reverse("releases:request_detail", args=[release_request.pk]))
+    assert response.status_code == 200
+    return response.content.decode()
+
+
+def test_a_round_that_needs_the_rows_stays_in_process_and_says_so(steward, settings, client):
     # No cluster answers there: a round that does not go to Spark never asks it.
     settings.SPARK_MASTER = f"spark://127.0.0.1:{free_port()}"
     dataset = factories.make_dataset(steward, clinic_csv(300), "clinic.csv")
@@ -120,9 +129,10 @@ def test_a_round_that_needs_the_rows_stays_in_process_and_says_so(steward, setti
     )
     assert ready.state == ReleaseRequest.State.READY, ready.error
     assert ready.summary["ran_on"].startswith("the worker's process")
+    assert "Where it ran: the worker&#x27;s process" in page(client, steward, ready)
 
 
-def test_an_unreachable_master_fails_the_run_in_one_sentence(steward, settings):
+def test_an_unreachable_master_fails_the_run_in_one_sentence(steward, settings, client):
     settings.SPARK_MASTER = f"spark://127.0.0.1:{free_port()}"
     settings.SPARK_CONNECT_SECONDS = 2
     dataset = factories.make_dataset(steward, clinic_csv(300), "clinic.csv")
@@ -134,3 +144,4 @@ def test_an_unreachable_master_fails_the_run_in_one_sentence(steward, settings):
     assert not ReleaseFile.objects.filter(request=failed).exists()
     assert not EquivalenceClass.objects.filter(request=failed).exists()
     assert storage.list_files(release_run.extract_folder(failed)) == []
+    assert "cannot be reached" in page(client, steward, failed)
