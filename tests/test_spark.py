@@ -17,12 +17,17 @@ from pathlib import Path
 
 import numpy as np
 import pandas as pd
+import pyarrow as pa
+import pyarrow.parquet as pq
 import pytest
 
-from releases.engine import cli, spark
+from releases.engine import AnonymizationConfig, cli, spark, streaming
 from releases.engine.api import anonymize
+from releases.engine.classes import codes_of, released_classes
+from releases.engine.cross_release import NOT_IN
 from releases.engine.export import write_csv
-from releases.engine.shuffle import KEYED, order
+from releases.engine.frequency import frequency_table
+from releases.engine.shuffle import KEYED, order, order_keys
 from tests.conftest import ADULT
 from tests.support.processes import REPO, free_port
 
@@ -182,6 +187,85 @@ def test_fars_like_data_on_the_cluster_equals_the_in_process_run(
     assert len(released) == 6000 - result.suppressed
 
 
+def streamed_in_process(
+    argv: list[str], folder: Path, bucket_rows: int
+) -> tuple[AnonymizationConfig, bytes, bytes]:
+    """The in-process streamed engine on ``argv``'s input and configuration: the CSV and
+    Parquet bytes :func:`streaming.write_released` writes (buckets of ``bucket_rows``)."""
+    args = cli.build_parser().parse_args(argv)
+    df, sep = cli.read_table(args.input)
+    config = cli.build_config(args, df)
+    frame = pa.Table.from_pandas(df.astype(str), preserve_index=False)
+    columns = [str(c) for c in df.columns]
+    counted = streaming.frequency_columns(config)
+    table = frequency_table(frame.select(counted).to_batches(997), counted)
+    _, enc, chosen = streaming.anonymize_frequencies(table, columns, config)
+    plan = streaming.plan_release(enc, chosen, config, columns, int(args.seed), sep)
+    streaming.write_released(
+        plan,
+        frame.to_batches(997),
+        folder / "memory.csv",
+        folder / "memory.parquet",
+        chunk_rows=bucket_rows,
+    )
+    return config, (folder / "memory.csv").read_bytes(), (folder / "memory.parquet").read_bytes()
+
+
+@pytest.mark.parametrize("case", ["adult", "fars"])
+def test_the_cluster_writes_the_in_process_csv_and_parquet_bytes(spark_cluster, tmp_path, case):
+    if case == "adult":
+        argv = adult_argv(ADULT / "adult.csv", tmp_path / "unused.csv")
+        bucket_rows, source = 5000, ADULT / "adult.csv"
+    else:
+        source = tmp_path / "fars.csv"
+        fars_like(source)
+        argv = [
+            str(source),
+            *("--out", str(tmp_path / "unused.csv"), "--qi", f"iage={FARS_IAGE}", "sex"),
+            *("state", "--identifier", "case", "--sensitive", "inj_sev", "--k", "4"),
+            *("--l", "2", "--suppression-limit", "0.1", "--seed", "3"),
+        ]
+        bucket_rows = 1000
+    config, csv_bytes, parquet_bytes = streamed_in_process(argv, tmp_path, bucket_rows)
+    seed = int(argv[argv.index("--seed") + 1])
+    made = spark.release_on_spark(
+        spark_cluster.master,
+        str(source),
+        streaming.frequency_columns(config),
+        lambda table, columns: config,
+        tmp_path / "spark.csv",
+        seed,
+        bucket_rows=bucket_rows,
+        parquet_path=tmp_path / "spark.parquet",
+    )
+    assert made.written.buckets > 1
+    assert (tmp_path / "spark.csv").read_bytes() == csv_bytes
+    assert (tmp_path / "spark.parquet").read_bytes() == parquet_bytes
+    # The Parquet file holds the CSV's rows, in its order, as plain pandas reads them.
+    sep = ";" if case == "adult" else ","
+    from_csv = pd.read_csv(tmp_path / "spark.csv", sep=sep, dtype=str, keep_default_na=False)
+    from_parquet = pd.read_parquet(tmp_path / "spark.parquet")
+    assert len(from_parquet) == len(from_csv) == made.result.rows_out
+    assert (
+        pq.ParquetFile(tmp_path / "spark.parquet").metadata.num_row_groups >= made.written.buckets
+    )
+    for name in made.plan.quasi_identifiers:
+        assert from_parquet[name].tolist() == from_csv[name].tolist()
+    assert (
+        leftovers(
+            tmp_path,
+            {
+                "spark.csv",
+                "spark.parquet",
+                "memory.csv",
+                "memory.parquet",
+                *(["fars.csv"] if case == "fars" else []),
+            },
+        )
+        == set()
+    )
+
+
 def adult_like(path: Path, rows: int, seed: int = 5) -> None:
     source = pd.read_csv(ADULT / "adult.csv", sep=";", dtype=str, keep_default_na=False)
     picked = np.random.default_rng(seed).integers(0, len(source), rows)
@@ -319,3 +403,46 @@ def test_what_needs_the_rows_in_memory_is_refused_with_spark(tmp_path):
     status, _, err = run([*argv, "--algorithm", "mondrian", "--spark", "local[1]"])
     assert status == 2
     assert "--algorithm mondrian cannot be combined with --spark" in err
+
+
+def test_the_cluster_observes_each_row_s_class_and_the_first_rows_across_partitions(
+    spark_cluster, tmp_path
+):
+    source = tmp_path / "fars.csv"
+    fars_like(source, rows=3000)
+    argv = [
+        str(source),
+        *("--out", str(tmp_path / "unused.csv"), "--qi", f"iage={FARS_IAGE}", "sex"),
+        *("state", "--identifier", "case", "--sensitive", "inj_sev", "--k", "4"),
+        *("--suppression-limit", "0.1", "--seed", "5"),
+    ]
+    args = cli.build_parser().parse_args(argv)
+    df, _ = cli.read_table(args.input)
+    config = cli.build_config(args, df)
+    columns = [str(c) for c in df.columns]
+    counted = streaming.frequency_columns(config)
+    frame = pa.Table.from_pandas(df.astype(str), preserve_index=False)
+    table = frequency_table(frame.select(counted).to_batches(997), counted)
+    _, enc, chosen = streaming.anonymize_frequencies(table, columns, config)
+    plan = streaming.plan_release(enc, chosen, config, columns, 5)
+    numbered = released_classes(plan, chosen)
+    with spark.job(spark_cluster.master, str(source), tmp_path) as job:
+        # Small splits: the input comes in several partitions.
+        job.spark.conf.set("spark.sql.files.maxPartitionBytes", "16384")
+        job.data = spark.read_input(job.spark, str(source))
+        assert job.data.frame.rdd.getNumPartitions() > 2
+        seen = job.observe(plan, numbered, ["note"], head_rows=50)
+    # Each row's class, as the plan's classes number the rows read here.
+    codes = [codes_of(plan, q, pa.array(df[q].astype(str).tolist())) for q in plan.values]
+    expected = numbered.of(codes)
+    assert np.array_equal(seen.membership, expected)
+    assert int((seen.membership == NOT_IN).sum()) == plan.rows_in - plan.rows_out > 0
+    # The first rows of the file: the kept rows of the 50 smallest keys, in key order.
+    kept = np.flatnonzero(expected != NOT_IN)
+    keys = order_keys(5, kept)
+    first = kept[np.argsort(keys)[:50]]
+    assert seen.head is not None
+    assert seen.head.column(spark.ROW).to_pylist() == first.tolist()
+    assert seen.head.column("note").to_pylist() == df["note"].astype(str).iloc[first].tolist()
+    assert seen.counts["note"] == df["note"].astype(str).value_counts().to_dict()
+    assert leftovers(tmp_path, {"fars.csv"}) == set()

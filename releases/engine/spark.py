@@ -8,9 +8,11 @@ driver runs the search on that table (:meth:`.lattice.EncodedData.from_frequenci
 search as in process) and builds the :class:`.streaming.ReleasePlan`, which Spark broadcasts:
 each partition applies :func:`.streaming.release_batch` to its rows (``mapInArrow``), Spark
 sorts the released rows by their place in the file (:func:`.streaming.order_keys` of the seed
-and the input row), and each partition of the sorted rows is written as CSV (the engine's
-writer) into a scratch folder beside the output. The driver appends the parts in order into
-the output file: its bytes are those the in-process engine writes for the same seed.
+and the input row), and each bucket of the sorted rows (a range of keys) is written as an Arrow
+IPC file into a scratch folder beside the output. The driver reads the buckets in order, one at
+a time, and writes the CSV (and the Parquet file) with the engine's own writer
+(:func:`.streaming.write_buckets`): their bytes are those the in-process engine writes for the
+same seed.
 
 The scratch folder must be visible to the driver and to every executor (a local cluster, or a
 shared file system on a real one; see docs/scaling.md). A run that fails (the master cannot be
@@ -28,7 +30,6 @@ from __future__ import annotations
 
 import contextlib
 import csv
-import hashlib
 import os
 import pickle
 import re
@@ -37,6 +38,7 @@ import socket
 import sys
 import tempfile
 import warnings
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -46,11 +48,23 @@ from urllib.parse import urlparse
 import numpy as np
 import pandas as pd
 import pyarrow as pa
+import pyarrow.ipc as ipc
 
+from .classes import Classes, codes_of
+from .cross_release import NOT_IN
 from .errors import EngineError
-from .export import csv_cells, csv_header, csv_lines
 from .frequency import FIRST, ROWS, FrequencyTable
-from .streaming import ORDER, ReleasePlan, anonymize_frequencies, plan_release, release_batch
+from .shuffle import order_keys
+from .streaming import (
+    ORDER,
+    ReleasePlan,
+    anonymize_frequencies,
+    bucket_name,
+    bucket_schema,
+    plan_release,
+    release_batch,
+    write_buckets,
+)
 from .tabular import TableError, check_header, detect_delimiter
 from .types import AnonymizationConfig, AnonymizationResult, ProgressCallback
 
@@ -65,13 +79,17 @@ except ImportError:  # pragma: no cover - without the extra
 
 __all__ = [
     "ROW",
+    "Job",
+    "Observation",
     "SparkError",
     "SparkRelease",
     "bucket_bits",
     "check_master",
     "connect",
     "frequency_table",
+    "job",
     "local_file",
+    "observe",
     "read_input",
     "release_on_spark",
     "write_released",
@@ -412,21 +430,26 @@ def _release_partition(
 
 
 def _write_partition(
-    folder: str, columns: list[str], delimiter: str
+    folder: str, payload: bytes
 ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The function each partition runs on its rows, sorted by (bucket, key): each bucket's
-    rows as CSV lines (the engine's writer, without the header) into ``folder``/NNNNN, written
-    under a temporary name and renamed once complete; yields (bucket, rows) per bucket."""
+    rows as an Arrow IPC stream of :func:`.streaming.bucket_schema` (the key unsigned again)
+    into ``folder``/:func:`.streaming.bucket_name`, written under a temporary name and renamed
+    once complete; yields (bucket, rows) per bucket."""
 
     def write(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        plan: ReleasePlan = pickle.loads(payload)
+        schema = bucket_schema(plan)
         current: int | None = None
         out: IO[bytes] | None = None
+        writer: ipc.RecordBatchStreamWriter | None = None
         rows = 0
 
         def close() -> pa.RecordBatch:
-            assert out is not None and current is not None
+            assert out is not None and writer is not None and current is not None
+            writer.close()
             out.close()
-            os.replace(Path(out.name), Path(folder) / f"{current:05d}")
+            os.replace(Path(out.name), Path(folder) / bucket_name(current))
             return pa.RecordBatch.from_arrays(
                 [pa.array([current], type=pa.int32()), pa.array([rows], type=pa.int64())],
                 names=[_BUCKET, "rows"],
@@ -448,43 +471,36 @@ def _write_partition(
                         out = open(  # noqa: SIM115 - closed by close()
                             Path(folder) / f".{bucket:05d}.{os.getpid()}.tmp", "wb"
                         )
-                    assert out is not None
+                        writer = ipc.new_stream(out, schema)
+                    assert writer is not None
                     piece = batch.slice(start, stop - start)
-                    cells = []
-                    for name in columns:
-                        column = piece.column(piece.schema.get_field_index(name))
-                        values, codes = csv_cells(column, delimiter, len(columns) == 1)
-                        cells.append(values if codes is None else values.take(pa.array(codes)))
-                    out.write(csv_lines(cells, piece.num_rows, delimiter))
+                    signed = piece.column(piece.schema.get_field_index(ORDER)).to_numpy(
+                        zero_copy_only=False
+                    )
+                    arrays = [
+                        piece.column(piece.schema.get_field_index(name)).cast(pa.string())
+                        for name in plan.columns
+                    ]
+                    arrays.append(pa.array(signed.view(np.uint64) ^ _SIGN, type=pa.uint64()))
+                    writer.write_batch(pa.RecordBatch.from_arrays(arrays, schema=schema))
                     rows += piece.num_rows
             if out is not None:
                 yield close()
                 out = None
         finally:
+            if writer is not None and out is not None and not out.closed:
+                writer.close()
             if out is not None and not out.closed:
                 out.close()
 
     return write
 
 
-class _Hashed:
-    """A binary file that hashes what is written to it."""
-
-    def __init__(self, out: IO[bytes]) -> None:
-        self.out = out
-        self.digest = hashlib.sha256()
-        self.size = 0
-
-    def write(self, data: bytes | memoryview) -> int:
-        self.digest.update(data)
-        self.out.write(data)
-        self.size += len(data)
-        return len(data)
-
-
 def bucket_bits(rows: int, bucket_rows: int) -> int:
     """Bits of the order key that pick a row's bucket: about ``bucket_rows`` rows per bucket
-    (the keys are uniform), at most 4,096 buckets."""
+    (the keys are uniform), at most 4,096 buckets; the same as the in-process writer's
+    (:func:`.streaming.write_released` with ``chunk_rows`` = ``bucket_rows``), so that the
+    Parquet file's row groups (a bucket's rows, in slices) are the same too."""
     buckets = max(1, -(-rows // max(bucket_rows, 1)))
     return min((buckets - 1).bit_length(), 12)
 
@@ -492,14 +508,19 @@ def bucket_bits(rows: int, bucket_rows: int) -> int:
 def write_released(
     data: Input,
     plan: ReleasePlan,
-    csv_out: IO[bytes],
+    csv_path: Path,
     scratch: Path,
     bucket_rows: int | None = None,
+    parquet_path: Path | None = None,
+    progress: Callable[[int], None] | None = None,
 ) -> SparkWritten:
     """Apply ``plan`` to every row on the cluster and write the released rows as CSV to
-    ``csv_out`` in the order of their keys: the header, then each bucket of keys (a range of
-    their top bits, sorted by Spark within it, written by an executor into ``scratch``) in
-    order. ``scratch``: an empty folder the executors and the driver all see."""
+    ``csv_path`` (and as Parquet to ``parquet_path``) in the order of their keys: each bucket
+    of keys (a range of their top bits, sorted by Spark within it) is written by an executor
+    into ``scratch`` as an Arrow IPC file; the driver then reads them in order, one at a time,
+    and writes them with the engine's own writer (:func:`.streaming.write_buckets`): the bytes
+    the in-process engine writes. ``scratch``: an empty folder the executors and the driver
+    all see; ``progress(rows)``: rows written so far."""
     names = list(plan.columns)
     schema = T.StructType(
         [T.StructField(c, T.StringType(), False) for c in names]
@@ -514,23 +535,19 @@ def write_released(
         released = data.frame.mapInArrow(_release_partition(payload, bits), schema)
         ordered = released.repartition(1 << bits, _BUCKET).sortWithinPartitions(_BUCKET, ORDER)
         written = ordered.mapInArrow(
-            _write_partition(str(scratch), names, plan.delimiter), f"{_BUCKET} int, rows long"
+            _write_partition(str(scratch), payload), f"{_BUCKET} int, rows long"
         ).toArrow()
     counts = dict(
         zip(written.column(_BUCKET).to_pylist(), written.column("rows").to_pylist(), strict=True)
     )
-    out = _Hashed(csv_out)
-    out.write(csv_header(names, plan.delimiter))
-    for bucket in sorted(counts):
-        with open(scratch / f"{bucket:05d}", "rb") as fh:
-            shutil.copyfileobj(fh, out)
     rows = sum(int(n) for n in counts.values())
     if rows != plan.rows_out:
         raise SparkError(
             f"Spark released {rows:,} rows, the plan expected {plan.rows_out:,}: the input "
             "changed between its readings."
         )
-    return SparkWritten(out.digest.hexdigest(), out.size, rows, len(counts))
+    done = write_buckets(plan, sorted(counts), scratch, csv_path, parquet_path, progress)
+    return SparkWritten(done.sha256, done.size, done.rows, len(counts))
 
 
 # --------------------------------------------------------------------------- the entry point
@@ -560,14 +577,15 @@ def release_on_spark(
     progress: ProgressCallback | None = None,
     bucket_rows: int | None = None,
     stage_done: Callable[[str, int], None] | None = None,
+    parquet_path: str | os.PathLike[str] | None = None,
 ) -> SparkRelease:
     """The whole job on Spark: read ``path``, count the combinations of
     ``frequency_columns`` (the quasi-identifiers, then the sensitive columns), let
     ``configure(table, input_columns)`` give the configuration (e.g. hierarchies built on the
     table's distinct values), search on the driver, release and write the extract to
-    ``csv_path`` in the order of ``seed``.
+    ``csv_path`` (and to ``parquet_path``) in the order of ``seed``.
 
-    ``csv_path`` is written only when everything succeeded (a temporary file beside it is
+    The outputs are written only when everything succeeded (temporary files beside them are
     renamed); on any failure nothing is left there and :class:`SparkError` (or the engine's
     :class:`.errors.EngineError`) says why. ``stage_done(name, rows)`` is told as each stage
     ends."""
@@ -589,6 +607,7 @@ def release_on_spark(
     spark = connect(master, connect_seconds)
     scratch = Path(tempfile.mkdtemp(prefix=f".{target.name}.spark-", dir=folder))
     temp = scratch / "extract.csv.tmp"
+    parquet_temp = scratch / "extract.parquet.tmp"
     try:
         if progress is not None:
             progress(0.0, "reading the input on Spark")
@@ -606,8 +625,16 @@ def release_on_spark(
             progress(0.9, "releasing the rows on Spark")
         parts = scratch / "parts"
         parts.mkdir()
-        with open(temp, "wb") as out:
-            written = write_released(data, plan, out, parts, bucket_rows)
+        written = write_released(
+            data,
+            plan,
+            temp,
+            parts,
+            bucket_rows,
+            parquet_temp if parquet_path is not None else None,
+        )
+        if parquet_path is not None:
+            os.replace(parquet_temp, parquet_path)
         os.replace(temp, target)
         done("Spark: release + order + write", written.rows)
     finally:
@@ -615,3 +642,226 @@ def release_on_spark(
         with contextlib.suppress(Exception):
             spark.stop()
     return SparkRelease(result, plan, written, data.columns, data.delimiter)
+
+
+# --------------------------------------------------------------------------- a run's observations
+
+
+@dataclass
+class Observation:
+    """What a release's run needs beside its files, gathered on the cluster: each input row's
+    class number (:data:`.cross_release.NOT_IN` for a suppressed row), the first ``head_rows``
+    released rows in the file's order (their input cells, :data:`.streaming.ORDER` and the
+    input row in :data:`ROW`) and, per counted column, how many rows hold each value."""
+
+    membership: np.ndarray
+    head: pa.Table | None
+    counts: dict[str, Counter[str]]
+
+
+def _observe_partition(
+    folder: str, payload: bytes, head_rows: int
+) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The function each partition runs: its rows' class numbers into ``folder`` (an Arrow IPC
+    stream of (row, class) named after the partition's first row, renamed once complete), and
+    yields its first ``head_rows`` released rows in the file's order (the key made signed)."""
+
+    def observe(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        plan, classes = pickle.loads(payload)
+        schema = pa.schema([(ROW, pa.int64()), ("class", pa.int32())])
+        head: pa.Table | None = None
+        out: IO[bytes] | None = None
+        writer: ipc.RecordBatchStreamWriter | None = None
+        first: int | None = None
+        try:
+            for batch in batches:
+                if not batch.num_rows:
+                    continue
+                rows = batch.column(batch.schema.get_field_index(ROW)).to_numpy().astype(np.int64)
+                if writer is None:
+                    first = int(rows[0])
+                    out = open(  # noqa: SIM115 - closed below
+                        Path(folder) / f".m{first:012d}.{os.getpid()}.tmp", "wb"
+                    )
+                    writer = ipc.new_stream(out, schema)
+                names = batch.schema.names
+                codes = [
+                    codes_of(plan, q, batch.column(names.index(q))) for q in plan.quasi_identifiers
+                ]
+                member = classes.of(codes).astype(np.int32)
+                writer.write_batch(
+                    pa.RecordBatch.from_arrays(
+                        [pa.array(rows), pa.array(member, type=pa.int32())], schema=schema
+                    )
+                )
+                kept = np.flatnonzero(member != NOT_IN)
+                keys = order_keys(plan.seed, rows[kept])
+                if len(kept) > head_rows:
+                    picked = np.argpartition(keys, head_rows)[:head_rows]
+                    kept, keys = kept[picked], keys[picked]
+                if len(kept):
+                    taken = pa.Table.from_batches([batch.select(plan.columns).take(kept)])
+                    part = taken.append_column(
+                        ORDER, pa.array((keys ^ _SIGN).view(np.int64), pa.int64())
+                    ).append_column(ROW, pa.array(rows[kept], pa.int64()))
+                    joined = part if head is None else pa.concat_tables([head, part])
+                    head = joined.sort_by(ORDER).slice(0, head_rows)
+            if writer is not None and out is not None:
+                writer.close()
+                out.close()
+                os.replace(Path(out.name), Path(folder) / f"m{first:012d}.arrow")
+        finally:
+            if out is not None and not out.closed:
+                out.close()
+        if head is not None:
+            yield from head.combine_chunks().to_batches()
+
+    return observe
+
+
+def observe(
+    data: Input,
+    plan: ReleasePlan,
+    classes: Classes,
+    counted: Sequence[str],
+    scratch: Path,
+    head_rows: int,
+) -> Observation:
+    """The :class:`Observation` of the release ``plan`` of ``data`` (its classes numbered by
+    ``classes``), computed by Spark: the class numbers are written by the executors into
+    ``scratch`` (a folder they and the driver see) and gathered here one partition at a time."""
+    schema = T.StructType(
+        [T.StructField(c, T.StringType(), False) for c in plan.columns]
+        + [T.StructField(ORDER, T.LongType(), False), T.StructField(ROW, T.LongType(), False)]
+    )
+    payload = pickle.dumps((plan, classes))
+    with spark_errors("finding each row's class"):
+        frame = data.frame.select(*[F.col(f"`{c}`") for c in plan.columns], ROW)
+        heads = frame.mapInArrow(
+            _observe_partition(str(scratch), payload, head_rows), schema
+        ).toArrow()
+    membership = np.full(data.rows, NOT_IN, dtype=np.int32)
+    seen = 0
+    for piece in sorted(scratch.glob("m*.arrow")):
+        with ipc.open_stream(pa.memory_map(str(piece))) as reader:
+            for batch in reader:
+                rows = batch.column(0).to_numpy()
+                membership[rows] = batch.column(1).to_numpy()
+                seen += len(rows)
+    if seen != data.rows:
+        raise SparkError(
+            f"Spark gave the class of {seen:,} rows, the input has {data.rows:,}: the input "
+            "changed between its readings."
+        )
+    head: pa.Table | None = None
+    if heads.num_rows:
+        ordered = heads.sort_by(ORDER).slice(0, head_rows)
+        signed = ordered.column(ORDER).to_numpy()
+        head = pa.table(
+            {
+                **{c: ordered.column(c).cast(pa.string()) for c in plan.columns},
+                ORDER: pa.array(signed.view(np.uint64) ^ _SIGN, pa.uint64()),
+                ROW: ordered.column(ROW).cast(pa.int64()),
+            }
+        )
+    counts: dict[str, Counter[str]] = {}
+    for name in counted:
+        with spark_errors(f"counting the values of {name!r}"):
+            table = data.frame.groupBy(F.col(f"`{name}`")).count().toArrow()
+        counts[name] = Counter(
+            dict(
+                zip(
+                    [str(v) for v in table.column(0).to_pylist()],
+                    [int(v) for v in table.column(1).to_pylist()],
+                    strict=True,
+                )
+            )
+        )
+    return Observation(membership, head, counts)
+
+
+# --------------------------------------------------------------------------- a session for a run
+
+
+@dataclass
+class Job:
+    """One input read by Spark for a run: its :class:`Input`, and a scratch folder (beside the
+    run's files) the executors write into."""
+
+    spark: Any
+    data: Input
+    scratch: Path
+
+    def frequency_table(self, columns: Sequence[str]) -> FrequencyTable:
+        return frequency_table(self.data, columns)
+
+    def restricted(self, columns: Sequence[str]) -> Input:
+        """The input with only ``columns`` (and :data:`ROW`)."""
+        for name in columns:
+            if name not in self.data.columns:
+                raise SparkError(f"Column {name!r} is not in the input.")
+        frame = self.data.frame.select(*[F.col(f"`{c}`") for c in columns], ROW)
+        return Input(frame, list(columns), self.data.delimiter, self.data.rows)
+
+    def release(
+        self,
+        plan: ReleasePlan,
+        csv_path: Path,
+        parquet_path: Path | None,
+        progress: Callable[[int], None] | None = None,
+        bucket_rows: int | None = None,
+    ) -> SparkWritten:
+        """Write the released rows of ``plan`` (see :func:`write_released`)."""
+        parts = Path(tempfile.mkdtemp(prefix="parts-", dir=self.scratch))
+        try:
+            return write_released(
+                self.restricted(plan.input_columns),
+                plan,
+                csv_path,
+                parts,
+                bucket_rows,
+                parquet_path,
+                progress,
+            )
+        finally:
+            shutil.rmtree(parts, ignore_errors=True)
+
+    def observe(
+        self, plan: ReleasePlan, classes: Classes, counted: Sequence[str], head_rows: int
+    ) -> Observation:
+        folder = Path(tempfile.mkdtemp(prefix="classes-", dir=self.scratch))
+        try:
+            return observe(
+                self.restricted(list(dict.fromkeys([*plan.input_columns, *counted]))),
+                plan,
+                classes,
+                counted,
+                folder,
+                head_rows,
+            )
+        finally:
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def job(
+    master: str,
+    path: str,
+    folder: Path,
+    connect_seconds: float = 10.0,
+    app_name: str = "anonymizer",
+) -> Iterator[Job]:
+    """A :class:`Job` on ``master`` reading ``path`` (one CSV or Parquet file), its scratch
+    folder inside ``folder``; the session is stopped and the scratch folder removed at the
+    end, whatever happens."""
+    local = local_file(path)
+    if local is not None and not local.is_file():
+        raise SparkError(f"The input {path} does not exist or is not a file.")
+    spark = connect(master, connect_seconds, app_name)
+    scratch = Path(tempfile.mkdtemp(prefix=".spark-", dir=folder))
+    try:
+        yield Job(spark, read_input(spark, path), scratch)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+        with contextlib.suppress(Exception):
+            spark.stop()

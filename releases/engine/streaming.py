@@ -55,11 +55,14 @@ __all__ = [
     "UNSUPPORTED",
     "ReleasePlan",
     "anonymize_frequencies",
+    "bucket_name",
+    "bucket_schema",
     "frequency_columns",
     "order_keys",
     "plan_release",
     "release_batch",
     "streaming_refusal",
+    "write_buckets",
     "write_released",
 ]
 
@@ -365,7 +368,7 @@ def write_released(
     if plan.scheme != KEYED:
         raise EngineError("Only the keyed hash order is written batch by batch.")
     bits = _bucket_bits(plan.rows_out, chunk_rows)
-    schema = pa.schema([*[(c, pa.string()) for c in plan.columns], (ORDER, pa.uint64())])
+    schema = bucket_schema(plan)
     folder = Path(csv_path).parent
     with tempfile.TemporaryDirectory(prefix=".buckets-", dir=folder or ".") as scratch:
         writers: dict[int, ipc.RecordBatchStreamWriter] = {}
@@ -390,7 +393,7 @@ def write_released(
                 for b in (int(v) for v in np.flatnonzero(counts)):
                     size = int(counts[b])
                     if b not in writers:
-                        sinks[b] = open(Path(scratch) / f"{b:05d}.arrow", "wb")  # noqa: SIM115
+                        sinks[b] = open(Path(scratch) / bucket_name(b), "wb")  # noqa: SIM115
                         writers[b] = ipc.new_stream(sinks[b], schema)
                     writers[b].write_batch(ordered.slice(start, size))
                     start += size
@@ -401,12 +404,21 @@ def write_released(
                 writer.close()
             for sink in sinks.values():
                 sink.close()
-        return _write_buckets(
-            plan, sorted(writers), Path(scratch), csv_path, parquet_path, progress
-        )
+        return write_buckets(plan, sorted(writers), Path(scratch), csv_path, parquet_path, progress)
 
 
-def _write_buckets(
+def bucket_schema(plan: ReleasePlan) -> pa.Schema:
+    """The schema of a bucket file :func:`write_buckets` reads (an Arrow IPC stream): the
+    released columns as strings, then :data:`ORDER`."""
+    return pa.schema([*[(c, pa.string()) for c in plan.columns], (ORDER, pa.uint64())])
+
+
+def bucket_name(bucket: int) -> str:
+    """The file name of bucket ``bucket`` in the scratch folder."""
+    return f"{bucket:05d}.arrow"
+
+
+def write_buckets(
     plan: ReleasePlan,
     buckets: list[int],
     scratch: Path,
@@ -414,6 +426,10 @@ def _write_buckets(
     parquet_path: str | os.PathLike[str] | None,
     progress: Callable[[int], None] | None,
 ) -> Written:
+    """Write the ``buckets`` (Arrow IPC streams :func:`bucket_name` in ``scratch``, of
+    :func:`bucket_schema`; each bucket's keys above the previous one's) in order, each read
+    whole and sorted by its keys, as the CSV ``csv_path`` (and the Parquet ``parquet_path``):
+    memory is one bucket. Raises :class:`EngineError` when the rows are not the plan's."""
     digest = hashlib.sha256()
     size = 0
     rows = 0
@@ -432,7 +448,7 @@ def _write_buckets(
             if parquet_path is not None:
                 parquet = pq.ParquetWriter(str(parquet_path), out_schema)
             for b in buckets:
-                with ipc.open_stream(pa.memory_map(str(scratch / f"{b:05d}.arrow"))) as reader:
+                with ipc.open_stream(pa.memory_map(str(scratch / bucket_name(b)))) as reader:
                     table = reader.read_all().combine_chunks()
                 rows += _write_bucket(plan, table, emit, parquet)
                 del table

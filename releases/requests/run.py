@@ -14,7 +14,7 @@ import logging
 import math
 import tempfile
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, cast
@@ -35,6 +35,7 @@ from releases.engine import (
     EngineError,
     Hierarchy,
     anonymize,
+    spark,
 )
 from releases.engine.frequency import FrequencyTable
 from releases.engine.memory import resident_mb
@@ -51,7 +52,15 @@ from releases.models import (
     Role,
     ShuffleScheme,
 )
-from releases.requests import attacker, cross_release, dp_budget, package, rules, streamed
+from releases.requests import (
+    attacker,
+    cross_release,
+    dp_budget,
+    on_spark,
+    package,
+    rules,
+    streamed,
+)
 from releases.requests.parameters import ReleaseParameters
 
 logger = logging.getLogger(__name__)
@@ -175,12 +184,15 @@ def build_release(
 
 
 def prepare_streamed(
-    release_request: ReleaseRequest, params: ReleaseParameters
+    release_request: ReleaseRequest,
+    params: ReleaseParameters,
+    frequencies: Callable[[Dataset, Sequence[str]], FrequencyTable] = streamed.frequencies,
 ) -> tuple[FrequencyTable, AnonymizationConfig, list[str]] | None:
     """(the frequency table, the configuration, every column's name) of a round released
     batch by batch (:mod:`.streamed`), or None when it needs the rows in memory: a round
     ordered by numpy's permutation, or a configuration the engine releases only from rows
-    (``streaming.streaming_refusal``: Mondrian, microaggregation, SafePub, earlier releases)."""
+    (``streaming.streaming_refusal``: Mondrian, microaggregation, SafePub, earlier releases).
+    ``frequencies(dataset, columns)`` counts the table (in process, or on Spark)."""
     if release_request.shuffle_scheme != ShuffleScheme.KEYED:
         return None
     dataset, snapshot = release_request.dataset, release_request.config
@@ -199,7 +211,7 @@ def prepare_streamed(
         *(qi["name"] for qi in snapshot["quasi_identifiers"]),
         *(s for s in snapshot["sensitive"]),
     ]
-    table = streamed.frequencies(dataset, counted)
+    table = frequencies(dataset, counted)
     return table, engine_config_of(snapshot, params, released, table.distinct), names
 
 
@@ -209,25 +221,27 @@ def build_streamed(
     folder: Path,
     progress=None,
     written=None,
+    job: spark.Job | None = None,
 ) -> streamed.StreamedRelease:
-    """Release a round batch by batch into ``folder`` (see :func:`prepare_streamed`)."""
+    """Release a round batch by batch into ``folder`` (see :func:`prepare_streamed`), in
+    process or, given a Spark ``job``, on Spark (:mod:`.on_spark`)."""
     table, config, names = prepared
     dataset, snapshot = release_request.dataset, release_request.config
     released = released_columns(snapshot, names)
     unchanged = unchanged_names(snapshot, released)
     profiles = _profiles(dataset, unchanged, table.rows)
-    seed = release_request.shuffle_seed
-    built = streamed.release(
-        dataset,
-        table,
-        config,
-        released,
-        package.new_seed() if seed is None else seed,
-        folder,
-        progress=progress,
-        written=written,
-        counted=[n for n in unchanged if n not in profiles],
+    seed = (
+        package.new_seed() if release_request.shuffle_seed is None else release_request.shuffle_seed
     )
+    counted = [n for n in unchanged if n not in profiles]
+    if job is not None:
+        built = on_spark.release(
+            job, table, config, released, seed, folder, progress, written, counted
+        )
+    else:
+        built = streamed.release(
+            dataset, table, config, released, seed, folder, progress, written, counted
+        )
     built.profiles = profiles
     return built
 
@@ -950,12 +964,22 @@ class ExtractRun(RequestRun):
     def body(self) -> None:
         """Read the released columns, search, write the package, measure and record the
         result (each stage's seconds go to the worker's log): batch by batch where the engine
-        releases from a frequency table (:mod:`.streamed`), else with the rows in memory."""
+        releases from a frequency table (:mod:`.streamed`; on Spark when ``SPARK_MASTER`` is
+        set, :mod:`.on_spark`), else with the rows in memory."""
         release_request = self.row
         timer = _StageTimer()
         params = ReleaseParameters.of(release_request)
         earlier = protected_releases(release_request, params)
-        if earlier is None:
+        if earlier is None and on_spark.wanted(
+            release_request.shuffle_scheme, params, release_request.config
+        ):
+            with on_spark.session(release_request.dataset) as job:
+                prepared = prepare_streamed(release_request, params, on_spark.frequencies(job))
+                if prepared is not None:
+                    timer.done("frequency table (Spark)")
+                    self.body_streamed(params, prepared, timer, job)
+                    return
+        elif earlier is None:
             prepared = prepare_streamed(release_request, params)
             if prepared is not None:
                 timer.done("frequency table")
@@ -979,40 +1003,30 @@ class ExtractRun(RequestRun):
         timer.done("anonymized")
         self.progress("Writing the extract", progress=0.92)
         files = _store_package(release_request, built.data)
-        by_format = {f.format: f for f in files}
-        digest = package.package_digest({f.format: f.sha256 for f in files})
         timer.done("package written")
         self.progress("Recording the result", progress=0.95)
         summary = _summary(built, release_request, frame, all_columns)
+        if settings.SPARK_MASTER:
+            summary["ran_on"] = on_spark.ran_in_process()
         timer.done("measured")
-        self.progress("Judging the release with the earlier ones", progress=0.96)
-        summary.update(_judged_together(release_request, built, frame, earlier))
-        timer.done("judged with earlier releases")
-        classes = _classes(
-            release_request,
-            built.result,
+        self._judge_and_finish(
             params,
-            list(built.config.quasi_identifiers),
-            built.config.sensitive,
+            built,
+            files,
+            summary,
+            lambda: _judged_together(release_request, built, frame, earlier),
+            timer,
         )
-        self.progress(f"Storing {len(classes):,} equivalence classes", progress=0.97)
-        self.result = (built, files, by_format, digest, classes)
-        self.finish_run(
-            extract_path=by_format[ReleaseFile.Format.CSV].path,
-            extract_sha256=by_format[ReleaseFile.Format.CSV].sha256,
-            package_sha256=digest,
-            summary=summary,
-        )
-        timer.done("stored")
-        logger.info("Request %s round %s: %s", release_request.pk, release_request.round, timer)
 
     def body_streamed(
         self,
         params: ReleaseParameters,
         prepared: tuple[FrequencyTable, AnonymizationConfig, list[str]],
         timer: _StageTimer,
+        job: spark.Job | None = None,
     ) -> None:
-        """:meth:`body`, the rows read batch by batch and never held."""
+        """:meth:`body`, the rows read batch by batch and never held (or, given a Spark
+        ``job``, on Spark: :mod:`.on_spark`)."""
         release_request = self.row
         table, config, all_columns = prepared
         dp_budget.spend(release_request, params.model)
@@ -1024,29 +1038,56 @@ class ExtractRun(RequestRun):
                 Path(folder),
                 progress=_ProgressReporter(self),
                 written=self._writing,
+                job=job,
             )
-            timer.done("anonymized and written")
+            timer.done("anonymized and written" + (" on Spark" if job is not None else ""))
             files = _store_written(
                 release_request,
                 {f: built.files[f] for f in ReleaseFile.ORDER if f in built.files},
             )
-        by_format = {f.format: f for f in files}
-        digest = package.package_digest({f.format: f.sha256 for f in files})
         timer.done("package stored")
         self.progress("Recording the result", progress=0.95)
         summary = _summary(built, release_request, None, all_columns)
+        if settings.SPARK_MASTER:
+            summary["ran_on"] = on_spark.ran_on_spark() if job else on_spark.ran_in_process()
         timer.done("measured")
-        self.progress("Judging the release with the earlier ones", progress=0.96)
-        summary.update(_judged_streamed(release_request, built))
-        timer.done("judged with earlier releases")
         qis = list(config.quasi_identifiers)
+        self._judge_and_finish(
+            params,
+            built,
+            files,
+            summary,
+            lambda: _judged_streamed(release_request, built),
+            timer,
+            counts={s: streamed.value_counts_by_class(built, qis, s) for s in config.sensitive},
+        )
+
+    def _judge_and_finish(
+        self,
+        params: ReleaseParameters,
+        built: BuiltRelease | streamed.StreamedRelease,
+        files: list[ReleaseFile],
+        summary: dict,
+        judged: Callable[[], dict],
+        timer: _StageTimer,
+        counts: dict[str, dict[tuple, dict[str, int]]] | None = None,
+    ) -> None:
+        """The end of either body: the round judged with the earlier releases (``judged()``
+        gives that part of the summary), its classes (per sensitive attribute ``counts``,
+        else counted on the extract's rows), then the final write."""
+        release_request = self.row
+        by_format = {f.format: f for f in files}
+        digest = package.package_digest({f.format: f.sha256 for f in files})
+        self.progress("Judging the release with the earlier ones", progress=0.96)
+        summary.update(judged())
+        timer.done("judged with earlier releases")
         classes = _classes(
             release_request,
             built.result,
             params,
-            qis,
-            config.sensitive,
-            counts={s: streamed.value_counts_by_class(built, qis, s) for s in config.sensitive},
+            list(built.config.quasi_identifiers),
+            built.config.sensitive,
+            counts=counts,
         )
         self.progress(f"Storing {len(classes):,} equivalence classes", progress=0.97)
         self.result = (built, files, by_format, digest, classes)
@@ -1057,7 +1098,10 @@ class ExtractRun(RequestRun):
             summary=summary,
         )
         timer.done("stored")
-        logger.info("Request %s round %s: %s", release_request.pk, release_request.round, timer)
+        where = f" ({summary['ran_on']})" if "ran_on" in summary else ""
+        logger.info(
+            "Request %s round %s%s: %s", release_request.pk, release_request.round, where, timer
+        )
 
     def _writing(self, rows: int) -> None:
         """The second pass's progress (rows written): reported, and a stop wanted is noticed."""

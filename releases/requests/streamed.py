@@ -19,7 +19,6 @@ round is ordered by the keyed hash; otherwise the run holds the rows (``run.buil
 
 from __future__ import annotations
 
-import math
 from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
@@ -34,9 +33,10 @@ import pyarrow.parquet as pq
 from releases.core import figures, storage
 from releases.datasets import column_store
 from releases.engine import AnonymizationConfig, AnonymizationResult, streaming
-from releases.engine.api import Chosen
+from releases.engine.classes import Classes, codes_of, released_classes
 from releases.engine.cross_release import NOT_IN
 from releases.engine.errors import EngineError
+from releases.engine.export import Written
 from releases.engine.frequency import FIRST, ROWS, FrequencyTable, frequency_table
 from releases.engine.shuffle import KEYED, order_keys
 from releases.engine.types import ProgressCallback
@@ -78,78 +78,6 @@ def frequencies(dataset: Dataset, columns: Sequence[str]) -> FrequencyTable:
     return frequency_table(batches(dataset, columns), list(columns))
 
 
-# --- Classes of rows and of combinations ---------------------------------------------------------
-
-
-def _codes_of(plan: streaming.ReleasePlan, name: str, values: pa.Array) -> np.ndarray:
-    """Each value's class code at the plan's level (-1: a value the plan does not know)."""
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks()
-    codes = np.asarray(plan.codes[name], dtype=np.int64)
-    if pa.types.is_dictionary(values.type):
-        # The dictionary is looked up (a few thousand values), then taken per row.
-        at = _codes_of(plan, name, values.dictionary)
-        indices = values.indices.fill_null(len(at)).to_numpy(zero_copy_only=False)
-        return np.append(at, -1)[indices]
-    if not pa.types.is_string(values.type):
-        values = values.cast(pa.string())
-    found = pc.index_in(values.fill_null(""), value_set=pa.array(plan.values[name], pa.string()))
-    positions = found.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-    return np.where(positions >= 0, codes[positions], -1)
-
-
-@dataclass
-class Classes:
-    """The released classes of a plan, each numbered (its row in ``codes``), and a lookup from
-    class codes (one per quasi-identifier) to that number."""
-
-    plan: streaming.ReleasePlan
-    codes: np.ndarray  # (classes, quasi-identifiers): each kept class's codes
-    _keys: np.ndarray | None = field(init=False, default=None)
-    _sorted: np.ndarray | None = field(init=False, default=None)
-    _index: pd.MultiIndex | None = field(init=False, default=None)
-
-    def __post_init__(self) -> None:
-        cards = [max(self.plan.cardinalities[q], 1) for q in self.plan.quasi_identifiers]
-        if math.prod(cards) < 1 << 62:
-            keys = self._key([self.codes[:, i] for i in range(self.codes.shape[1])])
-            self._sorted = np.argsort(keys, kind="stable")
-            self._keys = keys[self._sorted]
-        else:  # no integer holds a class: look the codes up as tuples
-            self._index = pd.MultiIndex.from_arrays(
-                [self.codes[:, i] for i in range(self.codes.shape[1])]
-            )
-
-    def _key(self, codes: list[np.ndarray]) -> np.ndarray:
-        key = np.zeros(len(codes[0]) if codes else 0, dtype=np.int64)
-        for q, column in zip(self.plan.quasi_identifiers, codes, strict=True):
-            key = key * max(self.plan.cardinalities[q], 1) + column
-        return key
-
-    def of(self, codes: list[np.ndarray]) -> np.ndarray:
-        """Each row's class number (given its codes per quasi-identifier), :data:`NOT_IN`
-        for a row of a suppressed class."""
-        rows = len(codes[0]) if codes else 0
-        if not len(self.codes):
-            return np.full(rows, NOT_IN, dtype=np.int64)
-        if self._index is not None:
-            found = self._index.get_indexer(pd.MultiIndex.from_arrays(codes))
-            return np.where(found >= 0, found, NOT_IN).astype(np.int64)
-        assert self._keys is not None and self._sorted is not None
-        key = self._key(codes)
-        at = np.clip(np.searchsorted(self._keys, key), 0, len(self._keys) - 1)
-        hit = self._keys[at] == key
-        known = np.all([c >= 0 for c in codes], axis=0) if codes else np.ones(rows, bool)
-        return np.where(hit & known, self._sorted[at], NOT_IN).astype(np.int64)
-
-
-def released_classes(plan: streaming.ReleasePlan, chosen: Chosen) -> Classes:
-    """The classes a release holds (neither suppressed nor empty)."""
-    table = chosen.table
-    kept = ~chosen.fails & (table.counts > 0)
-    return Classes(plan, np.asarray(table.codes[kept], dtype=np.int64))
-
-
 # --- The second pass -----------------------------------------------------------------------------
 
 
@@ -176,7 +104,7 @@ def _observing(
     for batch in source:
         rows = batch.num_rows
         names = batch.schema.names
-        codes = [_codes_of(plan, q, batch.column(names.index(q))) for q in qis]
+        codes = [codes_of(plan, q, batch.column(names.index(q))) for q in qis]
         member = classes.of(codes)
         observed.membership[start : start + rows] = member
         kept = np.flatnonzero(member != NOT_IN)
@@ -244,6 +172,54 @@ class StreamedRelease:
     profiles: dict[str, dict] = field(default_factory=dict)
 
 
+def planned(
+    table: FrequencyTable,
+    config: AnonymizationConfig,
+    released: list[str],
+    seed: int,
+    progress: ProgressCallback | None = None,
+) -> tuple[AnonymizationResult, streaming.ReleasePlan, Classes]:
+    """Search on ``table`` (the dataset's frequency table): the result, the release's plan of
+    the ``released`` columns and its classes."""
+    result, enc, chosen = streaming.anonymize_frequencies(table, released, config, progress)
+    plan = streaming.plan_release(enc, chosen, config, released, seed, scheme=KEYED)
+    return result, plan, released_classes(plan, chosen)
+
+
+def extract_paths(folder: Path) -> tuple[Path, Path]:
+    """Where the CSV and the Parquet file of a package are written in ``folder``."""
+    return (
+        folder / f"extract{package.SUFFIXES[Format.CSV]}",
+        folder / f"extract{package.SUFFIXES[Format.PARQUET]}",
+    )
+
+
+def package_files(
+    plan: streaming.ReleasePlan, folder: Path, csv: Written, observed: Observed
+) -> dict[str, package.WrittenFile]:
+    """The package written into ``folder`` (CSV and Parquet; Excel, when the extract is small
+    enough for one, from the Parquet file), after checking that the membership counts the
+    plan's released rows."""
+    if observed.membership.size and int((observed.membership != NOT_IN).sum()) != plan.rows_out:
+        raise EngineError("The dataset's rows changed between the two readings of the release.")
+    csv_path, parquet_path = extract_paths(folder)
+    files: dict[str, package.WrittenFile] = {
+        Format.CSV: package.WrittenFile(csv_path, csv.sha256, csv.size),
+        Format.PARQUET: package.WrittenFile(
+            parquet_path, package.sha256_file(parquet_path), parquet_path.stat().st_size
+        ),
+    }
+    if not package.xlsx_refusal(plan.rows_out, len(plan.columns)):
+        # Small enough for a worksheet: the Parquet file's cells, as the in-memory run writes.
+        frame = pq.read_table(parquet_path).to_pandas()
+        xlsx = folder / f"extract{package.SUFFIXES[Format.XLSX]}"
+        package.WRITERS[Format.XLSX](frame, xlsx)
+        files[Format.XLSX] = package.WrittenFile(
+            xlsx, package.sha256_file(xlsx), xlsx.stat().st_size
+        )
+    return files
+
+
 def release(
     dataset: Dataset,
     table: FrequencyTable,
@@ -259,32 +235,14 @@ def release(
     ``released`` columns into ``folder`` (CSV and Parquet batch by batch; Excel, when the
     extract is small enough for one, from the Parquet file). ``written(rows)``: rows written
     so far; ``counted``: columns whose value counts the second pass gathers."""
-    result, enc, chosen = streaming.anonymize_frequencies(table, released, config, progress)
-    plan = streaming.plan_release(enc, chosen, config, released, seed, scheme=KEYED)
-    classes = released_classes(plan, chosen)
+    result, plan, classes = planned(table, config, released, seed, progress)
     observed = Observed(np.full(table.rows, NOT_IN, dtype=np.int32))
-    csv_path = folder / f"extract{package.SUFFIXES[Format.CSV]}"
-    parquet_path = folder / f"extract{package.SUFFIXES[Format.PARQUET]}"
+    csv_path, parquet_path = extract_paths(folder)
     rows = _observing(plan, classes, batches(dataset, released), observed, counted)
     csv = streaming.write_released(
         plan, rows, csv_path, parquet_path, chunk_rows=CHUNK_ROWS, progress=written
     )
-    if observed.membership.size and int((observed.membership != NOT_IN).sum()) != plan.rows_out:
-        raise EngineError("The dataset's rows changed between the two readings of the release.")
-    files: dict[str, package.WrittenFile] = {
-        Format.CSV: package.WrittenFile(csv_path, csv.sha256, csv.size),
-        Format.PARQUET: package.WrittenFile(
-            parquet_path, package.sha256_file(parquet_path), parquet_path.stat().st_size
-        ),
-    }
-    if not package.xlsx_refusal(plan.rows_out, len(plan.columns)):
-        # Small enough for a worksheet: the Parquet file's cells, as the in-memory run writes.
-        frame = pq.read_table(parquet_path).to_pandas()
-        xlsx = folder / f"extract{package.SUFFIXES[Format.XLSX]}"
-        package.WRITERS[Format.XLSX](frame, xlsx)
-        files[Format.XLSX] = package.WrittenFile(
-            xlsx, package.sha256_file(xlsx), xlsx.stat().st_size
-        )
+    files = package_files(plan, folder, csv, observed)
     result.data = pd.DataFrame(columns=plan.columns)  # the extract is in the files
     return StreamedRelease(result, config, plan, table, classes, files, observed)
 
@@ -296,7 +254,7 @@ def kept_combinations(built: StreamedRelease) -> tuple[pd.DataFrame, np.ndarray]
     """(the frequency table's combinations, each one's class number or NOT_IN)."""
     frame = built.table.frame
     codes = [
-        _codes_of(built.plan, q, pa.array(frame[q].astype(str).to_numpy(dtype=object), pa.string()))
+        codes_of(built.plan, q, pa.array(frame[q].astype(str).to_numpy(dtype=object), pa.string()))
         for q in built.plan.quasi_identifiers
     ]
     return frame, built.classes.of(codes)
@@ -387,8 +345,11 @@ __all__ = [
     "batches",
     "distributions",
     "examples",
+    "extract_paths",
     "frequencies",
     "head_rows",
+    "package_files",
+    "planned",
     "release",
     "streams",
     "value_counts_by_class",
