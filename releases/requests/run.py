@@ -186,13 +186,13 @@ def build_release(
 def prepare_streamed(
     release_request: ReleaseRequest,
     params: ReleaseParameters,
-    frequencies: Callable[[Dataset, Sequence[str]], FrequencyTable] = streamed.frequencies,
+    frequencies: Callable[[Dataset, Sequence[str]], FrequencyTable] | None = None,
 ) -> tuple[FrequencyTable, AnonymizationConfig, list[str]] | None:
     """(the frequency table, the configuration, every column's name) of a round released
     batch by batch (:mod:`.streamed`), or None when it needs the rows in memory: a round
     ordered by numpy's permutation, or a configuration the engine releases only from rows
     (``streaming.streaming_refusal``: Mondrian, microaggregation, SafePub, earlier releases).
-    ``frequencies(dataset, columns)`` counts the table (in process, or on Spark)."""
+    ``frequencies(dataset, columns)`` counts the table (on Spark; by default in process)."""
     if release_request.shuffle_scheme != ShuffleScheme.KEYED:
         return None
     dataset, snapshot = release_request.dataset, release_request.config
@@ -211,7 +211,7 @@ def prepare_streamed(
         *(qi["name"] for qi in snapshot["quasi_identifiers"]),
         *(s for s in snapshot["sensitive"]),
     ]
-    table = frequencies(dataset, counted)
+    table = (frequencies or streamed.frequencies)(dataset, counted)
     return table, engine_config_of(snapshot, params, released, table.distinct), names
 
 
