@@ -24,7 +24,7 @@ from pytest_django.fixtures import _disable_migrations as disable_migrations
 
 from releases.core import roles
 from releases.models import Role
-from tests.support import factories, members, processes, testdb, tiers, workflow
+from tests.support import factories, members, processes, slow, testdb, tiers, workflow
 
 ADULT = Path(__file__).parent / "data" / "adult"
 ADULT_QUASI_IDENTIFIERS = [
@@ -54,7 +54,19 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Before ``-m`` selects: the long tests of tests/support/slow.py carry ``slow``.
+    for item in items:
+        module, _, name = item.nodeid.partition("::")
+        if slow.reason(module, name):
+            item.add_marker(pytest.mark.slow)
+    if config.args_source == pytest.Config.ArgsSource.TESTPATHS:
+        stale = slow.stale([item.nodeid for item in items])
+        if stale:
+            raise pytest.UsageError(
+                "tests/support/slow.py names tests that are not there:\n" + "\n".join(stale)
+            )
     unmarked = [
         f"{item.nodeid}: {', '.join(missing)}"
         for item in items
