@@ -93,12 +93,13 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
 
 
 @pytest.fixture(scope="session")
-def django_db_setup(
-    request, django_test_environment, django_db_blocker, django_db_modify_db_settings
-):
+def django_db_setup(request, django_db_blocker):
     """pytest-django's test database, migrated once for every process (tests/support/testdb.py):
     a process copies the kept migrated file when there is one, and ``migrate`` finds nothing
     to apply; otherwise it migrates as usual and keeps a copy for the others."""
+    # The xdist worker's suffix on the test database's name (pytest-django's fixture), before
+    # anything reads the name; pytest-django's test environment is an autouse fixture.
+    request.getfixturevalue("django_db_modify_db_settings")
     verbosity = request.config.option.verbose
     if not testdb.usable(request.config):
         # pytest-django's own setup, for --reuse-db, --nomigrations or another database.
