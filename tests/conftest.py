@@ -61,12 +61,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         module, _, name = item.nodeid.partition("::")
         if slow.reason(module, name):
             item.add_marker(pytest.mark.slow)
-    if config.args_source == pytest.Config.ArgsSource.TESTPATHS:
-        stale = slow.stale([item.nodeid for item in items])
-        if stale:
-            raise pytest.UsageError(
-                "tests/support/slow.py names tests that are not there:\n" + "\n".join(stale)
-            )
+    # Every test collected, before the tiers select (tests/test_tiers.py checks the list).
+    config.stash[slow.COLLECTED] = [item.nodeid for item in items]
     unmarked = [
         f"{item.nodeid}: {', '.join(missing)}"
         for item in items

@@ -86,3 +86,9 @@ def test_the_long_tests_list_matches_names_and_reports_entries_naming_no_test(mo
         "tests/m.py::test_b[1]",
         "tests/m.py::test_c[k2-*",
     ]
+
+
+def test_every_long_test_listed_is_in_the_suite(request):
+    if request.config.args_source != pytest.Config.ArgsSource.TESTPATHS:
+        pytest.skip("the list is checked when the whole suite is collected")
+    assert slow.stale(request.config.stash[slow.COLLECTED]) == []
