@@ -8,11 +8,17 @@ faster tests of the same code in the fast tier (docs/testing.md names them).
 
 Keys are test modules; values are the reason and the tests, each named as in its node id after
 the module: ``name`` (every parametrization of that function), ``name[id]`` (one), or a prefix
-ending in ``*`` (``name[k2-*`` is every case of one model). An entry that names no collected
-test of a collected module fails the collection of the whole suite, so the list cannot go stale.
+ending in ``*`` (``name[k2-*`` is every case of one model). An entry that names no test fails
+``tests/test_tiers.py`` whenever the whole suite is collected (both tiers), so the list cannot go
+stale.
 """
 
 from __future__ import annotations
+
+import pytest
+
+#: The node ids of every test collected, before a tier selects (set by ``conftest.py``).
+COLLECTED = pytest.StashKey[list[str]]()
 
 #: module -> (why it is long, the tests)
 SLOW: dict[str, tuple[str, tuple[str, ...]]] = {
