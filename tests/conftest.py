@@ -17,10 +17,14 @@ import pytest
 from django.conf import settings
 from django.contrib.auth.models import User
 from django.core.files.uploadedfile import SimpleUploadedFile
+from django.test.utils import setup_databases, teardown_databases
+
+# pytest-django's own switch for --nomigrations (its fixture is replaced below).
+from pytest_django.fixtures import _disable_migrations as disable_migrations
 
 from releases.core import roles
 from releases.models import Role
-from tests.support import factories, members, processes, tiers, workflow
+from tests.support import factories, members, processes, slow, testdb, tiers, workflow
 
 ADULT = Path(__file__).parent / "data" / "adult"
 ADULT_QUASI_IDENTIFIERS = [
@@ -50,7 +54,15 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    # Before ``-m`` selects: the long tests of tests/support/slow.py carry ``slow``.
+    for item in items:
+        module, _, name = item.nodeid.partition("::")
+        if slow.reason(module, name):
+            item.add_marker(pytest.mark.slow)
+    # Every test collected, before the tiers select (tests/test_tiers.py checks the list).
+    config.stash[slow.COLLECTED] = [item.nodeid for item in items]
     unmarked = [
         f"{item.nodeid}: {', '.join(missing)}"
         for item in items
@@ -74,6 +86,44 @@ def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None):
         return (yield)
     with tiers.processes_forbidden(item.nodeid):
         return (yield)
+
+
+@pytest.fixture(scope="session")
+def django_db_setup(request, django_db_blocker):
+    """pytest-django's test database, migrated once for every process (tests/support/testdb.py):
+    a process copies the kept migrated file when there is one, and ``migrate`` finds nothing
+    to apply; otherwise it migrates as usual and keeps a copy for the others."""
+    # The xdist worker's suffix on the test database's name (pytest-django's fixture), before
+    # anything reads the name; pytest-django's test environment is an autouse fixture.
+    request.getfixturevalue("django_db_modify_db_settings")
+    verbosity = request.config.option.verbose
+    if not testdb.usable(request.config):
+        # pytest-django's own setup, for --reuse-db, --nomigrations or another database.
+        keepdb = bool(request.config.getvalue("reuse_db")) and not request.config.getvalue(
+            "create_db"
+        )
+        if request.config.getvalue("nomigrations"):
+            disable_migrations()
+        with django_db_blocker.unblock():
+            databases = setup_databases(verbosity, interactive=False, keepdb=keepdb)
+        yield
+        if not keepdb:
+            with django_db_blocker.unblock():
+                teardown_databases(databases, verbosity=verbosity)
+        return
+    with django_db_blocker.unblock():
+        template = testdb.template_path()
+        with testdb.locked(template):
+            test_database = Path(settings.DATABASES["default"]["TEST"]["NAME"])
+            copied = testdb.place_copy(template, test_database)
+            databases = setup_databases(
+                verbosity, interactive=False, keepdb=copied, serialized_aliases=set()
+            )
+            if not copied:
+                testdb.keep_copy(template)
+    yield
+    with django_db_blocker.unblock():
+        teardown_databases(databases, verbosity=verbosity)
 
 
 @pytest.fixture(autouse=True)

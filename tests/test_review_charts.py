@@ -1,6 +1,7 @@
 """The review page's charts and classes table, read as an officer reads them: each chart's
 "Show data" table holds the chart's figures, and both agree with an independent count; the
-classes table's filters combine and its view is a link."""
+classes table's filters combine and its view is a link. The tests share one release, made once
+for the module (tests/support/world.py); nothing else in the module runs beside it."""
 
 from __future__ import annotations
 
@@ -14,9 +15,8 @@ import pandas as pd
 import pytest
 from django.urls import reverse
 
-from releases.models import Role
-from tests.support import factories
-from tests.support.workflow import request_release, run, tag
+from releases.models import ReleaseRequest, Role
+from tests.support import world as world_support
 
 pytestmark = pytest.mark.django_db
 HTMX = {"HTTP_HX_REQUEST": "true"}
@@ -34,12 +34,22 @@ def _csv(rows: int = 600) -> str:
     return "\n".join(lines) + "\n"
 
 
-@pytest.fixture
-def released(steward):
-    dataset = factories.make_dataset(steward, _csv(), "clinic.csv")
+@pytest.fixture(scope="module")
+def shared_world(django_db_setup, django_db_blocker):
+    """The clinic's release (k=3), made once for the module: every test reads it, and the one
+    that changes its stored summary does so inside its own transaction, rolled back."""
     roles = {q: Role.QUASI_IDENTIFIER for q in QIS} | {"diagnosis": Role.SENSITIVE}
-    tag(steward, dataset, roles)
-    return run(request_release(steward, dataset, k=3))
+    with world_support.world(
+        django_db_blocker, content=_csv(), tagging=roles, filename="clinic.csv", k=3
+    ) as made:
+        yield made
+
+
+@pytest.fixture
+def released(shared_world, settings) -> ReleaseRequest:
+    """The module's release, read afresh, its files in the module's folder."""
+    settings.MEDIA_ROOT = shared_world["media"]
+    return ReleaseRequest.objects.get(pk=shared_world["request"].pk)
 
 
 def _original() -> pd.DataFrame:

@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from tests.support import processes, tiers
+from tests.support import processes, slow, tiers
 
 
 @pytest.mark.parametrize(
@@ -65,3 +65,30 @@ def test_a_process_fixture_without_its_marker_is_named():
     ]
     assert tiers.missing_markers(Item("browser", "integration")) == []
     assert tiers.in_full_tier(Item("slow")) and not tiers.in_full_tier(Item("django_db"))
+
+
+def test_the_long_tests_list_matches_names_and_reports_entries_naming_no_test(monkeypatch):
+    monkeypatch.setattr(
+        slow, "SLOW", {"tests/m.py": ("long", ("test_a", "test_b[1]", "test_c[k2-*"))}
+    )
+    assert slow.reason("tests/m.py", "test_a[x]") == "long"  # every case of a function
+    assert slow.reason("tests/m.py", "test_a") == "long"
+    assert slow.reason("tests/m.py", "test_ab") is None
+    assert slow.reason("tests/m.py", "test_b[1]") == "long"
+    assert slow.reason("tests/m.py", "test_b[2]") is None
+    assert slow.reason("tests/m.py", "test_c[k2-0.1]") == "long"
+    assert slow.reason("tests/m.py", "test_c[k3-0.1]") is None
+    assert slow.reason("tests/other.py", "test_a") is None
+    collected = ["tests/m.py::test_a[x]", "tests/m.py::test_c[k2-0.1]", "tests/m.py::test_b[2]"]
+    assert slow.stale(collected) == ["tests/m.py::test_b[1]"]
+    assert slow.stale([]) == [
+        "tests/m.py::test_a",
+        "tests/m.py::test_b[1]",
+        "tests/m.py::test_c[k2-*",
+    ]
+
+
+def test_every_long_test_listed_is_in_the_suite(request):
+    if request.config.args_source != pytest.Config.ArgsSource.TESTPATHS:
+        pytest.skip("the list is checked when the whole suite is collected")
+    assert slow.stale(request.config.stash[slow.COLLECTED]) == []

@@ -356,32 +356,45 @@ def brute_force_protected(data, hierarchies, earlier, k, limit, memo=None):
     k-anonymity or holding a joint class smaller than k are suppressed, suppress at most the
     limit; scored with ARX's Loss written out from its definition.
 
-    ``memo``: a dict kept for one table (``data`` and ``hierarchies``), where each node's
-    generalized rows, classes, suppressed rows and Loss are kept for the next case on it."""
+    Written with numpy on integer codes (each generalized column's labels numbered with
+    ``np.unique``, a row's class the number of its tuple of codes, class and joint class sizes
+    by ``np.bincount`` / ``np.unique``): the same definitions as a pandas group-by per node, at
+    about a fortieth of the time, so the cases below stay in the fast tier.
+
+    ``memo``: a dict kept for one table (``data`` and ``hierarchies``), where each generalized
+    column, each node's classes and each case's suppressed rows are kept for the next case."""
     memo = {} if memo is None else memo
     n = len(data)
     allowed = math.floor(limit * n + 1e-9)
+    earlier_codes = np.unique(earlier, return_inverse=True)[1]
     best = None
     for node in itertools.product(*[range(hierarchies[q].height) for q in QIS]):
-        levels = dict(zip(QIS, node, strict=True))
         if node not in memo:
-            g = generalized(data, hierarchies, levels)
-            memo[node] = (g, g.groupby(QIS, sort=False).ngroup().to_numpy())
-        g, cls = memo[node]
+            columns = []
+            for q, level in zip(QIS, node, strict=True):
+                if (q, level) not in memo:
+                    labels = data[q].map(hierarchies[q].mapping(level))
+                    shares = labels.map(_shares(hierarchies[q], level)).to_numpy()
+                    memo[q, level] = (np.unique(labels.to_numpy(), return_inverse=True)[1], shares)
+                columns.append(memo[q, level])
+            codes = np.zeros(n, np.int64)
+            for column, _ in columns:
+                codes = codes * (column.max() + 1) + column
+            memo[node] = (np.unique(codes, return_inverse=True)[1], [s for _, s in columns])
+        cls, shares = memo[node]
         key = (node, earlier.tobytes(), k)
         if key not in memo:
-            frame = pd.DataFrame({"cls": cls, "earlier": earlier})
-            size = frame.groupby("cls")["cls"].transform("size")
-            joint = frame.groupby(["cls", "earlier"])["cls"].transform("size")
-            small_joint = (joint < k).groupby(frame["cls"]).transform("any")
-            memo[key] = ((size < k) | small_joint).to_numpy()
+            size = np.bincount(cls)[cls]
+            pairs = cls * (earlier_codes.max() + 1) + earlier_codes
+            _, pair, joint = np.unique(pairs, return_inverse=True, return_counts=True)
+            small_joint = np.bincount(cls, weights=joint[pair] < k)[cls] > 0
+            memo[key] = (size < k) | small_joint
         suppressed = memo[key]
         if suppressed.sum() > allowed:
             continue
         per_attribute = []
-        for q, lv in levels.items():
-            shares = _shares(hierarchies[q], lv)
-            total = g[q][~suppressed].map(shares).sum() + suppressed.sum()
+        for q, share in zip(QIS, shares, strict=True):
+            total = share[~suppressed].sum() + suppressed.sum()
             low = n / len(hierarchies[q].source_rows)
             per_attribute.append(max(0.0, (total - low) / (n - low)))
         loss = float(np.prod([(v + 1) ** (1 / len(per_attribute)) for v in per_attribute]) - 1)

@@ -62,9 +62,16 @@ def _user(username: str, *groups: str) -> User:
 
 
 @contextlib.contextmanager
-def world(django_db_blocker, content: str | None = None, tagging: dict | None = None, prepare=None):
+def world(
+    django_db_blocker,
+    content: str | None = None,
+    tagging: dict | None = None,
+    prepare=None,
+    **request,
+):
     """Users in every role and a request run to "ready for review" naming two recipients, one
     of whom has accepted its terms. Yields a dict: the people, the request, the media folder.
+    ``request``: more keywords of ``ready_release`` (``filename``, ``k``...).
 
     ``content`` and ``tagging`` replace the default data and roles; ``prepare(steward,
     dataset)`` runs after tagging (to attach hierarchies, say)."""
@@ -97,6 +104,7 @@ def world(django_db_blocker, content: str | None = None, tagging: dict | None = 
                     "diagnosis": Role.SENSITIVE,
                 },
                 prepare=prepare,
+                **request,
             )
             release_request.recipients.add(people["named_recipient"], people["accepted_recipient"])
             # Accepted while approved (the only state it can be), then back to ready.
