@@ -39,8 +39,13 @@ def name_of(dataset: Dataset) -> str:
     return f"{dataset.file_path}{SUFFIX}"
 
 
+#: Rows of a row group at least (batches are gathered up to this many before one is written).
+GROUP_ROWS = 200_000
+
+
 class Writer:
-    """Writes batches of string columns to a local Parquet file, one row group per batch."""
+    """Writes batches of string columns to a local Parquet file, gathered into row groups of
+    about :data:`GROUP_ROWS` rows (a reader's small batches would give many small groups)."""
 
     def __init__(self, path: Path, schema: pa.Schema, source_sha256: str) -> None:
         self.path = path
@@ -49,12 +54,26 @@ class Writer:
         self._writer = pq.ParquetWriter(
             path, self.schema, compression="zstd", use_dictionary=True, write_statistics=False
         )
+        self._held: list[pa.RecordBatch] = []
+        self._rows = 0
 
     def write(self, batch: pa.RecordBatch) -> None:
-        self._writer.write_batch(batch.replace_schema_metadata(self.schema.metadata))
+        self._held.append(batch.replace_schema_metadata(self.schema.metadata))
+        self._rows += batch.num_rows
+        if self._rows >= GROUP_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._held:
+            table = pa.Table.from_batches(self._held, schema=self.schema)
+            self._writer.write_table(table, row_group_size=max(self._rows, 1))
+        self._held, self._rows = [], 0
 
     def close(self) -> None:
-        self._writer.close()
+        try:
+            self._flush()
+        finally:
+            self._writer.close()
 
 
 def save(dataset: Dataset, local: Path) -> str:

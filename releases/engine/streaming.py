@@ -255,6 +255,18 @@ def _text(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     return pc.fill_null(column, "")
 
 
+def _positions(column: pa.Array | pa.ChunkedArray, values: pa.Array) -> pa.Array:
+    """Each cell's position in ``values`` (null: not there). A dictionary-encoded column (the
+    column store's) is looked up through its dictionary, then taken per row: its strings are
+    not decoded."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if pa.types.is_dictionary(column.type) and not column.indices.null_count:
+        at = pc.index_in(_text(column.dictionary), value_set=values)
+        return at.take(column.indices)
+    return pc.index_in(_text(column), value_set=values)
+
+
 def _class_key(plan: ReleasePlan, codes: list[IntArray]) -> IntArray | None:
     """The classes' codes as one int64 key (mixed radix), or None when it would overflow."""
     space = math.prod(max(plan.cardinalities[q], 1) for q in plan.quasi_identifiers)
@@ -305,9 +317,10 @@ def release_batch(plan: ReleasePlan, batch: pa.RecordBatch, row_index: pa.Array)
     positions: dict[str, pa.Array] = {}
     class_codes: list[IntArray] = []
     for q in plan.quasi_identifiers:
-        column = _text(batch.column(names.index(q)))
-        found = pc.index_in(column, value_set=lookup.values[q])
+        column = batch.column(names.index(q))
+        found = _positions(column, lookup.values[q])
         if found.null_count:
+            column = _text(column)
             at = pc.index(pc.is_null(found), True).as_py()
             raise EngineError(
                 f"Row {int(index[at]) + 1:,} holds {column[at].as_py()!r} in {q!r}, a value the "

@@ -242,6 +242,8 @@ class StreamedRelease:
     observed: Observed
     #: Profiles of columns released as they are (their distinct values and unique rows).
     profiles: dict[str, dict] = field(default_factory=dict)
+    #: Each combination's class number (:func:`kept_combinations`), once computed.
+    _kept: np.ndarray | None = field(default=None, init=False, repr=False)
 
 
 def release(
@@ -293,13 +295,30 @@ def release(
 
 
 def kept_combinations(built: StreamedRelease) -> tuple[pd.DataFrame, np.ndarray]:
-    """(the frequency table's combinations, each one's class number or NOT_IN)."""
+    """(the frequency table's combinations, each one's class number or NOT_IN): computed once
+    per release (the distributions and each sensitive attribute's counts use it)."""
     frame = built.table.frame
-    codes = [
-        _codes_of(built.plan, q, pa.array(frame[q].astype(str).to_numpy(dtype=object), pa.string()))
-        for q in built.plan.quasi_identifiers
-    ]
-    return frame, built.classes.of(codes)
+    if built._kept is None or len(built._kept) != len(frame):
+        codes = [
+            _codes_of(built.plan, q, _combination_values(frame[q]))
+            for q in built.plan.quasi_identifiers
+        ]
+        built._kept = built.classes.of(codes)
+    return frame, built._kept
+
+
+def _combination_values(column: pd.Series) -> pa.Array:
+    """A frequency table's column as Arrow strings: a Categorical as a dictionary array (its
+    categories looked up once, not a string per combination)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        categories = pa.array(
+            np.asarray(column.cat.categories.astype(str), dtype=object), pa.string()
+        )
+        return pa.DictionaryArray.from_arrays(
+            pa.array(column.cat.codes.to_numpy(), pa.int32(), mask=column.cat.codes.to_numpy() < 0),
+            categories,
+        )
+    return pa.array(column.astype(str).to_numpy(dtype=object), pa.string())
 
 
 def mapping(plan: streaming.ReleasePlan, name: str) -> dict[str, str]:
