@@ -24,6 +24,8 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import shutil
+import socket
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -374,13 +376,16 @@ def write_released(
 
     Bounded memory: the rows go to temporary bucket files by the top bits of their order key
     (about ``chunk_rows`` rows each: the keys are uniform), in the CSV's folder; each bucket is
-    then read, sorted and appended. ``progress(rows)`` is told the rows written so far."""
+    then read, sorted and appended. ``progress(rows)`` is told the rows written so far. The
+    bucket folders of dead processes of this machine in that folder are removed first
+    (:func:`remove_dead_buckets`)."""
     if plan.scheme != KEYED:
         raise EngineError("Only the keyed hash order is written batch by batch.")
     bits = _bucket_bits(plan.rows_out, chunk_rows)
     schema = pa.schema([*[(c, pa.string()) for c in plan.columns], (ORDER, pa.uint64())])
     folder = Path(csv_path).parent
-    with tempfile.TemporaryDirectory(prefix=".buckets-", dir=folder or ".") as scratch:
+    remove_dead_buckets(folder)
+    with tempfile.TemporaryDirectory(prefix=_buckets_prefix(), dir=folder) as scratch:
         writers: dict[int, ipc.RecordBatchStreamWriter] = {}
         sinks: dict[int, IO[bytes]] = {}
         try:
@@ -417,6 +422,39 @@ def write_released(
         return _write_buckets(
             plan, sorted(writers), Path(scratch), csv_path, parquet_path, progress
         )
+
+
+#: The bucket folders' names: ``.buckets-<host>-<pid>-<random>``, beside the output.
+BUCKETS = ".buckets-"
+
+
+def _buckets_prefix() -> str:
+    host = "".join(c if c.isalnum() else "_" for c in socket.gethostname())
+    return f"{BUCKETS}{host}-{os.getpid()}-"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_dead_buckets(folder: str | os.PathLike[str]) -> int:
+    """Remove the bucket folders in ``folder`` of processes of this machine that died (a
+    process killed with -9 while it wrote leaves them; a live one's are its own). Returns how
+    many were removed."""
+    prefix = _buckets_prefix().rsplit("-", 2)[0] + "-"  # this machine's
+    removed = 0
+    for entry in Path(folder).glob(f"{BUCKETS}*"):
+        pid = entry.name[len(prefix) :].split("-", 1)[0]
+        if entry.name.startswith(prefix) and pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(entry, ignore_errors=True)
+            removed += 1
+    return removed
 
 
 def _write_buckets(
