@@ -29,6 +29,7 @@ import argparse
 import contextlib
 import hashlib
 import json
+import os
 import re
 import signal
 import subprocess
@@ -84,6 +85,15 @@ def _status_kb(pid: int, key: str) -> int:
     return 0
 
 
+def _cpu_seconds(pid: int) -> float:
+    """The processor time (user and system) a process has used so far."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _children(pid: int) -> list[int]:
     try:
         return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
@@ -99,6 +109,7 @@ class PeakMemory:
         self.roots: dict[str, int] = {}
         self.peaks: dict[str, dict[int, int]] = {}
         self.step_peaks: dict[str, dict[int, int]] = {}
+        self.step_cpu: dict[str, dict[int, float]] = {}
         self.interval = interval
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -124,10 +135,21 @@ class PeakMemory:
         self._sample()
         with self._lock:
             self.step_peaks = {}
+            self.step_cpu = {name: self._cpu(root) for name, root in self.roots.items()}
             for root in self.roots.values():
                 for pid in [root, *_children(root)]:
                     with contextlib.suppress(OSError):
                         Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+    def _cpu(self, root: int) -> dict[int, float]:
+        return {pid: _cpu_seconds(pid) for pid in [root, *_children(root)]}
+
+    def step_cpu_seconds(self, name: str) -> float:
+        """Processor seconds the tree's processes used in this step (the machine may be
+        loaded: wall time is then an upper bound, this is not)."""
+        before = self.step_cpu.get(name, {})
+        now = self._cpu(self.roots[name])
+        return sum(seconds - before.get(pid, 0.0) for pid, seconds in now.items())
 
     def step_report(self) -> dict[str, float]:
         """Per tree, the largest child's peak (the root's, without children) in this step."""
@@ -350,6 +372,7 @@ class Steps:
     def __init__(self, memory: PeakMemory) -> None:
         self.times: list[tuple[str, float, str]] = []
         self.step_peaks: dict[str, dict[str, float]] = {}
+        self.step_cpu: dict[str, float] = {}
         self.memory = memory
 
     @contextlib.contextmanager
@@ -360,10 +383,12 @@ class Steps:
         self.times.append((name, time.perf_counter() - t0, note))
         self.memory._sample()
         peaks = self.memory.step_report()
+        cpu = self.memory.step_cpu_seconds("worker")
         self.step_peaks[name] = {who: round(mb) for who, mb in peaks.items()}
+        self.step_cpu[name] = round(cpu, 1)
         print(
-            f"  {name:<34} {self.times[-1][1]:8.1f} s   peak in the step: worker "
-            f"{peaks['worker']:5.0f} MB, web {peaks['web']:4.0f} MB  {note}",
+            f"  {name:<34} {self.times[-1][1]:8.1f} s  (worker CPU {cpu:6.1f} s)  peak in the "
+            f"step: worker {peaks['worker']:5.0f} MB, web {peaks['web']:4.0f} MB  {note}",
             file=sys.stderr,
             flush=True,
         )
@@ -573,6 +598,7 @@ def main(argv: list[str] | None = None) -> None:
                 "database": "sqlite" if args.sqlite else "postgresql",
                 "steps_s": {name: round(seconds, 2) for name, seconds, _ in steps.times},
                 "step_peaks_mb": steps.step_peaks,
+                "step_worker_cpu_s": steps.step_cpu,
                 "peaks_mb": peaks,
                 **outcome,
             },

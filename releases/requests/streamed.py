@@ -45,9 +45,10 @@ from releases.requests import package
 
 Format = ReleaseFile.Format
 
-#: Rows read from the column store at a time (a batch's codes and, while it is released, its
-#: strings: about 100 MB for Adult-like rows).
-CHUNK_ROWS = 1_000_000
+#: Rows read from the column store at a time, and about the rows of each bucket the release
+#: is sorted in (a batch's codes and, while it is released, its strings: about 50 MB for
+#: Adult-like rows; a bucket is held a few times over while it is written).
+CHUNK_ROWS = 500_000
 #: Released rows kept for the review: the first ones of the file (sample and examples).
 HEAD_ROWS = 2000
 #: The head's column holding each row's input row.
