@@ -110,6 +110,7 @@ class PeakMemory:
         self.peaks: dict[str, dict[int, int]] = {}
         self.step_peaks: dict[str, dict[int, int]] = {}
         self.step_cpu: dict[str, dict[int, float]] = {}
+        self.step_cpu_last: dict[str, dict[int, float]] = {}
         self.interval = interval
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -129,6 +130,10 @@ class PeakMemory:
                         seen[pid] = max(seen.get(pid, 0), hwm)
                         step = self.step_peaks.setdefault(name, {})
                         step[pid] = max(step.get(pid, 0), hwm)
+                    # Processor time, sampled: a pool process replaced within a step counts.
+                    seconds = _cpu_seconds(pid)
+                    if seconds:
+                        self.step_cpu_last.setdefault(name, {})[pid] = seconds
 
     def new_step(self) -> None:
         """Start a step's peaks: sample, then reset each process's VmHWM to its current RSS."""
@@ -136,6 +141,7 @@ class PeakMemory:
         with self._lock:
             self.step_peaks = {}
             self.step_cpu = {name: self._cpu(root) for name, root in self.roots.items()}
+            self.step_cpu_last = {name: dict(cpu) for name, cpu in self.step_cpu.items()}
             for root in self.roots.values():
                 for pid in [root, *_children(root)]:
                     with contextlib.suppress(OSError):
@@ -148,8 +154,8 @@ class PeakMemory:
         """Processor seconds the tree's processes used in this step (the machine may be
         loaded: wall time is then an upper bound, this is not)."""
         before = self.step_cpu.get(name, {})
-        now = self._cpu(self.roots[name])
-        return sum(seconds - before.get(pid, 0.0) for pid, seconds in now.items())
+        last = self.step_cpu_last.get(name, {})
+        return sum(seconds - before.get(pid, 0.0) for pid, seconds in last.items())
 
     def step_report(self) -> dict[str, float]:
         """Per tree, the largest child's peak (the root's, without children) in this step."""
