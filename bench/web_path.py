@@ -17,8 +17,11 @@ HTTP, as the three people would:
 5. the recipient accepts the terms and downloads the CSV, whose SHA-256 is checked against the
    one the page shows.
 
-Printed: each step's wall time, and the peak resident memory (VmHWM) of the worker's pool
-process, of the worker's main process, and of each web process. Goals (issue 10), on the 1 GB
+Printed: each step's wall time, the worker's processor seconds in it (a loaded machine
+stretches the first, not the second), the peak resident memory (VmHWM, reset as each step
+starts) of the worker's pool process and of the web processes in each step, and the peaks over
+everything. ``--py-spy FILE`` samples the worker's processes with py-spy (installed apart:
+``pip install py-spy``) into collapsed stacks. Goals (issue 10), on the 1 GB
 file (12 million rows): profiling and the run each under 60 s, the worker under 2 GB, each web
 process under 300 MB. The file is generated once (bench/generate.py) into ``--data-dir``.
 """
