@@ -401,7 +401,9 @@ CELERY_TASK_SOFT_TIME_LIMIT = int(os.environ.get("TASK_SOFT_TIME_LIMIT", "1800")
 CELERY_TASK_TIME_LIMIT = int(
     os.environ.get("TASK_TIME_LIMIT", str(CELERY_TASK_SOFT_TIME_LIMIT + 120))
 )
-WORKER_MAX_MEMORY_MB = int(os.environ.get("WORKER_MAX_MEMORY_MB", "3072"))
+# 512: a pool process keeps what a large task allocated (the allocators hold on to it); past
+# this it is replaced after its task, so the next run starts from a fresh process.
+WORKER_MAX_MEMORY_MB = int(os.environ.get("WORKER_MAX_MEMORY_MB", "512"))
 CELERY_WORKER_MAX_MEMORY_PER_CHILD = WORKER_MAX_MEMORY_MB * 1024
 # A hard ceiling on each pool process's memory (its data segment, RLIMIT_DATA): an allocation
 # past it raises MemoryError, which the run or profiling reports naming this setting, instead

@@ -17,8 +17,11 @@ HTTP, as the three people would:
 5. the recipient accepts the terms and downloads the CSV, whose SHA-256 is checked against the
    one the page shows.
 
-Printed: each step's wall time, and the peak resident memory (VmHWM) of the worker's pool
-process, of the worker's main process, and of each web process. Goals (issue 10), on the 1 GB
+Printed: each step's wall time, the worker's processor seconds in it (a loaded machine
+stretches the first, not the second), the peak resident memory (VmHWM, reset as each step
+starts) of the worker's pool process and of the web processes in each step, and the peaks over
+everything. ``--py-spy FILE`` samples the worker's processes with py-spy (installed apart:
+``pip install py-spy``) into collapsed stacks. Goals (issue 10), on the 1 GB
 file (12 million rows): profiling and the run each under 60 s, the worker under 2 GB, each web
 process under 300 MB. The file is generated once (bench/generate.py) into ``--data-dir``.
 """
@@ -29,7 +32,9 @@ import argparse
 import contextlib
 import hashlib
 import json
+import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -74,6 +79,15 @@ CHUNK = 1024 * 1024
 # --- Memory of processes ---------------------------------------------------------------------
 
 
+def _cpu_seconds(pid: int) -> float:
+    """The processor time (user and system) a process has used so far."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def _children(pid: int) -> list[int]:
     try:
         return [int(p) for p in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
@@ -88,7 +102,11 @@ class PeakMemory:
     def __init__(self, interval: float = 0.2) -> None:
         self.roots: dict[str, int] = {}
         self.peaks: dict[str, dict[int, int]] = {}
+        self.step_peaks: dict[str, dict[int, int]] = {}
+        self.step_cpu: dict[str, dict[int, float]] = {}
+        self.step_cpu_last: dict[str, dict[int, float]] = {}
         self.interval = interval
+        self._lock = threading.Lock()
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -97,12 +115,50 @@ class PeakMemory:
         self.peaks.setdefault(name, {})
 
     def _sample(self) -> None:
-        for name, root in list(self.roots.items()):
-            for pid in [root, *_children(root)]:
-                hwm = status_kb("VmHWM", pid)
-                if hwm:
-                    seen = self.peaks[name]
-                    seen[pid] = max(seen.get(pid, 0), hwm)
+        with self._lock:
+            for name, root in list(self.roots.items()):
+                for pid in [root, *_children(root)]:
+                    hwm = status_kb("VmHWM", pid)
+                    if hwm:
+                        seen = self.peaks[name]
+                        seen[pid] = max(seen.get(pid, 0), hwm)
+                        step = self.step_peaks.setdefault(name, {})
+                        step[pid] = max(step.get(pid, 0), hwm)
+                    # Processor time, sampled: a pool process replaced within a step counts.
+                    seconds = _cpu_seconds(pid)
+                    if seconds:
+                        self.step_cpu_last.setdefault(name, {})[pid] = seconds
+
+    def new_step(self) -> None:
+        """Start a step's peaks: sample, then reset each process's VmHWM to its current RSS."""
+        self._sample()
+        with self._lock:
+            self.step_peaks = {}
+            self.step_cpu = {name: self._cpu(root) for name, root in self.roots.items()}
+            self.step_cpu_last = {name: dict(cpu) for name, cpu in self.step_cpu.items()}
+            for root in self.roots.values():
+                for pid in [root, *_children(root)]:
+                    with contextlib.suppress(OSError):
+                        Path(f"/proc/{pid}/clear_refs").write_text("5")
+
+    def _cpu(self, root: int) -> dict[int, float]:
+        return {pid: _cpu_seconds(pid) for pid in [root, *_children(root)]}
+
+    def step_cpu_seconds(self, name: str) -> float:
+        """Processor seconds the tree's processes used in this step (the machine may be
+        loaded: wall time is then an upper bound, this is not)."""
+        before = self.step_cpu.get(name, {})
+        last = self.step_cpu_last.get(name, {})
+        return sum(seconds - before.get(pid, 0.0) for pid, seconds in last.items())
+
+    def step_report(self) -> dict[str, float]:
+        """Per tree, the largest child's peak (the root's, without children) in this step."""
+        out = {}
+        for name, root in self.roots.items():
+            seen = self.step_peaks.get(name, {})
+            children = [kb for pid, kb in seen.items() if pid != root]
+            out[name] = max(children or [seen.get(root, 0)]) / 1024
+        return out
 
     def _run(self) -> None:
         while not self._stop.wait(self.interval):
@@ -182,6 +238,39 @@ def database(use_sqlite: bool, workdir: Path):
     else:
         with postgres_cluster() as url:
             yield url
+
+
+@contextlib.contextmanager
+def sampled(pid: int, out: Path | None):
+    """py-spy sampling a process and its children into ``out`` (collapsed stacks), if asked."""
+    if out is None:
+        yield
+        return
+    spy = subprocess.Popen(
+        [
+            str(VENV_BIN / "py-spy"),
+            "record",
+            "--pid",
+            str(pid),
+            "--subprocesses",
+            "--format",
+            "raw",
+            "--rate",
+            "40",
+            "--output",
+            str(out),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        yield
+    finally:
+        spy.send_signal(signal.SIGINT)
+        try:
+            spy.wait(60)
+        except subprocess.TimeoutExpired:
+            spy.kill()
 
 
 # --- A user over HTTP ------------------------------------------------------------------------
@@ -276,29 +365,36 @@ def _wait_for(user: User, path: str, done, what: str, timeout: float = 1800) -> 
 
 
 class Steps:
-    """Each step's time, and the peaks so far once it is done (which step made a peak)."""
+    """Each step's time and each process tree's peak during it: the kernel's peak (VmHWM) is
+    reset as a step starts (``clear_refs``), so a step's peak is its own, not an earlier
+    task's in the same pool process."""
 
     def __init__(self, memory: PeakMemory) -> None:
         self.times: list[tuple[str, float, str]] = []
+        self.step_peaks: dict[str, dict[str, float]] = {}
+        self.step_cpu: dict[str, float] = {}
         self.memory = memory
 
     @contextlib.contextmanager
     def step(self, name: str, note: str = ""):
+        self.memory.new_step()
         t0 = time.perf_counter()
         yield
         self.times.append((name, time.perf_counter() - t0, note))
         self.memory._sample()
-        peaks = self.memory.report()
+        peaks = self.memory.step_report()
+        cpu = self.memory.step_cpu_seconds("worker")
+        self.step_peaks[name] = {who: round(mb) for who, mb in peaks.items()}
+        self.step_cpu[name] = round(cpu, 1)
         print(
-            f"  {name:<34} {self.times[-1][1]:8.1f} s   peaks so far: worker "
-            f"{peaks['worker']['largest_child_mb']:5.0f} MB, web "
-            f"{peaks['web']['largest_child_mb']:4.0f} MB  {note}",
+            f"  {name:<34} {self.times[-1][1]:8.1f} s  (worker CPU {cpu:6.1f} s)  peak in the "
+            f"step: worker {peaks['worker']:5.0f} MB, web {peaks['web']:4.0f} MB  {note}",
             file=sys.stderr,
             flush=True,
         )
 
 
-def walk(url: str, accounts: dict, source: Path, steps: Steps) -> dict:
+def walk(url: str, accounts: dict, source: Path, steps: Steps, worker_log: Path) -> dict:
     """Everything a steward, an officer and a recipient do, over HTTP."""
     steward = User(url, "steward", accounts["steward"])
     with steps.step("upload (HTTP, streamed)", f"{source.stat().st_size / 1e6:,.0f} MB"):
@@ -338,6 +434,13 @@ def walk(url: str, accounts: dict, source: Path, steps: Steps) -> dict:
             else:
                 data[f"role-{pk}"] = "sensitive"
         steward.post(f"/datasets/{dataset_id}/tagging/", data, files=files)
+    with steps.step("risk panel (worker)"):
+        # Tagging queues the dataset's risk measure; the run would wait behind it.
+        wait_until(
+            lambda: re.search(r"releases\.dataset_risk\[[^]]*\] succeeded", worker_log.read_text()),
+            1800,
+            "the risk measure",
+        )
     page = steward.get(f"/datasets/{dataset_id}/").text
     recipient = re.search(r'name="recipients" value="(\d+)"[^>]*>\s*recipient\b', page)
     if recipient is None:
@@ -415,6 +518,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--data-dir", type=Path, default=ROOT / "var" / "bench")
     parser.add_argument("--sqlite", action="store_true", help="SQLite instead of PostgreSQL")
     parser.add_argument("--web-workers", type=int, default=2)
+    parser.add_argument(
+        "--py-spy",
+        type=Path,
+        metavar="FILE",
+        help="sample the worker's processes with py-spy (collapsed stacks into FILE)",
+    )
     args = parser.parse_args(argv)
 
     source = args.csv
@@ -453,10 +562,11 @@ def main(argv: list[str] | None = None) -> None:
                     f"{args.web_workers} gunicorn workers, Celery prefork x1):",
                     file=sys.stderr,
                 )
-                try:
-                    outcome = walk(url, accounts, source, steps)
-                finally:
-                    memory.stop()
+                with sampled(worker.pid, args.py_spy):
+                    try:
+                        outcome = walk(url, accounts, source, steps, workdir / "worker.log")
+                    finally:
+                        memory.stop()
                 # The worker's own account of the run's stages.
                 for line in (workdir / "worker.log").read_text().splitlines():
                     if re.search(r"Request \d+ round \d+: ", line):
@@ -464,6 +574,11 @@ def main(argv: list[str] | None = None) -> None:
                         print("  run stages: " + stages, file=sys.stderr)
                         outcome["run_stages"] = stages
                         break
+                # Each task's time in the worker (a run waits for the tasks queued before it).
+                for line in (workdir / "worker.log").read_text().splitlines():
+                    found = re.search(r"Task (\S+)\[[^]]*\] succeeded in ([\d.]+)s", line)
+                    if found:
+                        print(f"  task {found[1]}: {float(found[2]):.1f} s", file=sys.stderr)
     peaks = memory.report()
     print(
         f"  worker pool process peak {peaks['worker']['largest_child_mb']:8.0f} MB "
@@ -482,6 +597,8 @@ def main(argv: list[str] | None = None) -> None:
                 "file": source.name,
                 "database": "sqlite" if args.sqlite else "postgresql",
                 "steps_s": {name: round(seconds, 2) for name, seconds, _ in steps.times},
+                "step_peaks_mb": steps.step_peaks,
+                "step_worker_cpu_s": steps.step_cpu,
                 "peaks_mb": peaks,
                 **outcome,
             },

@@ -17,6 +17,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -38,8 +39,13 @@ def name_of(dataset: Dataset) -> str:
     return f"{dataset.file_path}{SUFFIX}"
 
 
+#: Rows of a row group at least (batches are gathered up to this many before one is written).
+GROUP_ROWS = 200_000
+
+
 class Writer:
-    """Writes batches of string columns to a local Parquet file, one row group per batch."""
+    """Writes batches of string columns to a local Parquet file, gathered into row groups of
+    about :data:`GROUP_ROWS` rows (a reader's small batches would give many small groups)."""
 
     def __init__(self, path: Path, schema: pa.Schema, source_sha256: str) -> None:
         self.path = path
@@ -48,12 +54,26 @@ class Writer:
         self._writer = pq.ParquetWriter(
             path, self.schema, compression="zstd", use_dictionary=True, write_statistics=False
         )
+        self._held: list[pa.RecordBatch] = []
+        self._rows = 0
 
     def write(self, batch: pa.RecordBatch) -> None:
-        self._writer.write_batch(batch.replace_schema_metadata(self.schema.metadata))
+        self._held.append(batch.replace_schema_metadata(self.schema.metadata))
+        self._rows += batch.num_rows
+        if self._rows >= GROUP_ROWS:
+            self._flush()
+
+    def _flush(self) -> None:
+        if self._held:
+            table = pa.Table.from_batches(self._held, schema=self.schema)
+            self._writer.write_table(table, row_group_size=max(self._rows, 1))
+        self._held, self._rows = [], 0
 
     def close(self) -> None:
-        self._writer.close()
+        try:
+            self._flush()
+        finally:
+            self._writer.close()
 
 
 def save(dataset: Dataset, local: Path) -> str:
@@ -153,18 +173,72 @@ def open_local(path: Path) -> pq.ParquetFile:
     return pq.ParquetFile(path, read_dictionary=pq.read_schema(path).names)
 
 
-def value_counts_of(parquet: pq.ParquetFile, names: list[str]) -> list[tuple[pa.Array, pa.Array]]:
-    """:func:`value_counts` of several columns, read together."""
-    table = parquet.read(columns=names, use_threads=True)
-    return [_counted(column) for column in table.columns]
+def value_counts_of(
+    parquet: pq.ParquetFile, names: list[str], batch_rows: int = 1_000_000
+) -> list[tuple[pa.Array, pa.Array]]:
+    """Per named column, its distinct values (strings, in order of first appearance) and how
+    many rows hold each: read ``batch_rows`` rows at a time and merged, so memory is a batch's
+    codes and the distinct values, whatever the rows."""
+    counters = [_RunningCounts() for _ in names]
+    for batch in parquet.iter_batches(batch_size=batch_rows, columns=names, use_threads=True):
+        for counter, column in zip(counters, batch.columns, strict=True):
+            counter.add(column)
+        del batch
+    pa.default_memory_pool().release_unused()
+    return [counter.result() for counter in counters]
 
 
-def _counted(column: pa.ChunkedArray) -> tuple[pa.Array, pa.Array]:
-    counts = pc.value_counts(column)
-    values = counts.field("values")
-    if pa.types.is_dictionary(values.type):
-        values = values.dictionary_decode()
-    return values, counts.field("counts")
+class _RunningCounts:
+    """A column's value counts merged over batches, values kept in order of first appearance."""
+
+    def __init__(self) -> None:
+        self.seen: pa.Array = pa.array([], pa.string())
+        self.counts = np.zeros(0, dtype=np.int64)
+
+    def add(self, column: pa.Array) -> None:
+        values, counts = _batch_counts(column)
+        if not len(values):
+            return
+        if not len(self.seen):
+            at = np.full(len(values), -1, dtype=np.int64)
+        else:
+            found = pc.index_in(values, value_set=self.seen)
+            at = found.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+        known = at >= 0
+        self.counts[at[known]] += counts[known]  # each value once in a batch
+        if not known.all():
+            new = np.flatnonzero(~known)
+            self.seen = pa.concat_arrays([self.seen, values.take(pa.array(new))])
+            self.counts = np.concatenate([self.counts, counts[new]])
+
+    def result(self) -> tuple[pa.Array, pa.Array]:
+        return self.seen, pa.array(self.counts, pa.int64())
+
+
+def _batch_counts(column: pa.Array) -> tuple[pa.Array, np.ndarray]:
+    """A batch's distinct values (strings, in order of first appearance) and their counts."""
+    if pa.types.is_dictionary(column.type):
+        dictionary = column.dictionary
+        if not pa.types.is_string(dictionary.type):
+            dictionary = dictionary.cast(pa.string())
+        indices = column.indices
+        if indices.null_count:  # a missing cell, as the store's reader sees it: ""
+            dictionary = pa.concat_arrays([dictionary, pa.array([""], pa.string())])
+            indices = indices.fill_null(len(dictionary) - 1)
+        codes = indices.to_numpy(zero_copy_only=False)
+    else:
+        if not pa.types.is_string(column.type):
+            column = column.cast(pa.string())
+        codes, uniques = pd.factorize(
+            pd.Series(column.fill_null("").to_numpy(zero_copy_only=False)), sort=False
+        )
+        dictionary = pa.array(uniques, pa.string())
+    if not len(codes):
+        return pa.array([], pa.string()), np.zeros(0, dtype=np.int64)
+    counts = np.bincount(codes, minlength=len(dictionary))
+    present, first = np.unique(codes, return_index=True)
+    order = present[np.argsort(first, kind="stable")]
+    return dictionary.take(pa.array(order)), counts[order].astype(np.int64)
 
 
 #: Rows read at a time by :func:`batches` (a batch's codes: 4 MB a column).

@@ -32,8 +32,10 @@ logger = logging.getLogger(__name__)
 PREVIEW_ROWS = 10
 #: Distinct values of each column handed to the role suggestions (they look at a sample).
 SUGGESTION_VALUES = 2_000
-#: Cells read from the column store at a time while profiling.
+#: Cells read from the column store at a time while profiling (a batch's codes: 16 MB).
 CELLS_PER_READ = 4_000_000
+#: Rows read at a time while profiling: the columns' counts are merged batch by batch.
+ROWS_PER_READ = 1_000_000
 
 
 # --- The task's body ----------------------------------------------------------------------
@@ -204,15 +206,17 @@ def _profile_columns(
     job: Profiling, local: Path, names: list[str], rows: int, fmt: TableFormat
 ) -> list[DatasetColumn]:
     """Each column's profile and suggested role, from the value counts of the store's columns
-    (read a group of columns at a time: a few on tall files, many on wide ones)."""
+    (read a group of columns at a time: a few on tall files, many on wide ones; and a batch of
+    rows at a time, the counts merged: memory does not grow with the rows)."""
     columns = []
     n = len(names)
     decimal_comma = _decimal_comma_allowed(fmt)
     step = max(1, n // 50)
     parquet = column_store.open_local(local)
-    group = max(1, min(n, CELLS_PER_READ // max(rows, 1)))
+    batch_rows = max(1, min(rows, ROWS_PER_READ))
+    group = max(1, min(n, CELLS_PER_READ // batch_rows))
     for start in range(0, n, group):
-        counted = column_store.value_counts_of(parquet, names[start : start + group])
+        counted = column_store.value_counts_of(parquet, names[start : start + group], batch_rows)
         for offset, (values, counts) in enumerate(counted):
             position = start + offset
             name = names[position]

@@ -89,7 +89,23 @@ class _Dictionary:
         self.size = 0
 
     def codes(self, column: pa.Array) -> pa.Array:
-        """The codes of a batch's cells (int32), new values numbered after the known ones."""
+        """The codes of a batch's cells (int32), new values numbered after the known ones.
+
+        A dictionary-encoded column (the column store's) is coded through its dictionary: its
+        few distinct strings are looked up, then taken per row by index."""
+        if pa.types.is_dictionary(column.type) and not column.indices.null_count:
+            dictionary = _text(column.dictionary)
+            # Only the values the batch uses, in order of first appearance (new values are
+            # numbered in that order).
+            used, first = np.unique(
+                column.indices.to_numpy(zero_copy_only=False), return_index=True
+            )
+            appearing = used[np.argsort(first, kind="stable")]
+            at = np.full(len(dictionary), -1, dtype=np.int64)
+            codes = self.codes(dictionary.take(pa.array(appearing))).to_numpy(zero_copy_only=False)
+            at[appearing] = codes
+            return pa.array(at.astype(np.int32)[column.indices.to_numpy(zero_copy_only=False)])
+        column = _text(column)
         found = pc.index_in(column, value_set=self.values)
         if found.null_count:
             unseen = pc.unique(column.filter(pc.is_null(found)))  # in order of appearance
@@ -152,7 +168,7 @@ def frequency_table(batches: Iterable[pa.RecordBatch], columns: Sequence[str]) -
             continue
         index = pa.array(np.arange(rows, rows + count, dtype=np.int64))
         codes = [
-            d.codes(_text(batch.column(batch.schema.get_field_index(c))))
+            d.codes(batch.column(batch.schema.get_field_index(c)))
             for c, d in zip(columns, dictionaries, strict=True)
         ]
         part = _aggregate(

@@ -24,6 +24,8 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import shutil
+import socket
 import tempfile
 import time
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -258,6 +260,18 @@ def _text(column: pa.Array | pa.ChunkedArray) -> pa.Array:
     return pc.fill_null(column, "")
 
 
+def _positions(column: pa.Array | pa.ChunkedArray, values: pa.Array) -> pa.Array:
+    """Each cell's position in ``values`` (null: not there). A dictionary-encoded column (the
+    column store's) is looked up through its dictionary, then taken per row: its strings are
+    not decoded."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if pa.types.is_dictionary(column.type) and not column.indices.null_count:
+        at = pc.index_in(_text(column.dictionary), value_set=values)
+        return at.take(column.indices)
+    return pc.index_in(_text(column), value_set=values)
+
+
 def _class_key(plan: ReleasePlan, codes: list[IntArray]) -> IntArray | None:
     """The classes' codes as one int64 key (mixed radix), or None when it would overflow."""
     space = math.prod(max(plan.cardinalities[q], 1) for q in plan.quasi_identifiers)
@@ -308,9 +322,10 @@ def release_batch(plan: ReleasePlan, batch: pa.RecordBatch, row_index: pa.Array)
     positions: dict[str, pa.Array] = {}
     class_codes: list[IntArray] = []
     for q in plan.quasi_identifiers:
-        column = _text(batch.column(names.index(q)))
-        found = pc.index_in(column, value_set=lookup.values[q])
+        column = batch.column(names.index(q))
+        found = _positions(column, lookup.values[q])
         if found.null_count:
+            column = _text(column)
             at = pc.index(pc.is_null(found), True).as_py()
             raise EngineError(
                 f"Row {int(index[at]) + 1:,} holds {column[at].as_py()!r} in {q!r}, a value the "
@@ -364,13 +379,16 @@ def write_released(
 
     Bounded memory: the rows go to temporary bucket files by the top bits of their order key
     (about ``chunk_rows`` rows each: the keys are uniform), in the CSV's folder; each bucket is
-    then read, sorted and appended. ``progress(rows)`` is told the rows written so far."""
+    then read, sorted and appended. ``progress(rows)`` is told the rows written so far. The
+    bucket folders of dead processes of this machine in that folder are removed first
+    (:func:`remove_dead_buckets`)."""
     if plan.scheme != KEYED:
         raise EngineError("Only the keyed hash order is written batch by batch.")
     bits = _bucket_bits(plan.rows_out, chunk_rows)
     schema = bucket_schema(plan)
     folder = Path(csv_path).parent
-    with tempfile.TemporaryDirectory(prefix=".buckets-", dir=folder or ".") as scratch:
+    remove_dead_buckets(folder)
+    with tempfile.TemporaryDirectory(prefix=_buckets_prefix(), dir=folder) as scratch:
         writers: dict[int, ipc.RecordBatchStreamWriter] = {}
         sinks: dict[int, IO[bytes]] = {}
         try:
@@ -416,6 +434,39 @@ def bucket_schema(plan: ReleasePlan) -> pa.Schema:
 def bucket_name(bucket: int) -> str:
     """The file name of bucket ``bucket`` in the scratch folder."""
     return f"{bucket:05d}.arrow"
+
+
+#: The bucket folders' names: ``.buckets-<host>-<pid>-<random>``, beside the output.
+BUCKETS = ".buckets-"
+
+
+def _buckets_prefix() -> str:
+    host = "".join(c if c.isalnum() else "_" for c in socket.gethostname())
+    return f"{BUCKETS}{host}-{os.getpid()}-"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def remove_dead_buckets(folder: str | os.PathLike[str]) -> int:
+    """Remove the bucket folders in ``folder`` of processes of this machine that died (a
+    process killed with -9 while it wrote leaves them; a live one's are its own). Returns how
+    many were removed."""
+    prefix = _buckets_prefix().rsplit("-", 2)[0] + "-"  # this machine's
+    removed = 0
+    for entry in Path(folder).glob(f"{BUCKETS}*"):
+        pid = entry.name[len(prefix) :].split("-", 1)[0]
+        if entry.name.startswith(prefix) and pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(entry, ignore_errors=True)
+            removed += 1
+    return removed
 
 
 def write_buckets(

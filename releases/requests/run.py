@@ -9,12 +9,13 @@ goes through the lifecycle (``requests.rules``).
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import math
 import tempfile
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar, cast
@@ -388,10 +389,11 @@ class _StageTimer:
 CLASS_BATCH = 2000
 
 
-def _store_classes(classes: list[EquivalenceClass]) -> None:
-    """Insert a round's classes in batches, each marked when it fails or only just passes a
-    model (the table's "flagged first" order reads that column by index), with its values as
-    searchable text (the table's filter)."""
+def _store_classes(classes: Iterable[dict]) -> int:
+    """Insert a round's classes (:func:`class_rows`: each class's field values) in batches of
+    :data:`CLASS_BATCH`, as plain values (JSON already text): the model's field-by-field
+    preparation, and a model object per class, cost more than the insert at 100,000 classes.
+    Returns how many were inserted."""
     fields = [f for f in EquivalenceClass._meta.concrete_fields if not f.primary_key]
     quote = connection.ops.quote_name
     statement = "INSERT INTO {} ({}) VALUES ({})".format(
@@ -400,23 +402,24 @@ def _store_classes(classes: list[EquivalenceClass]) -> None:
         ", ".join(["%s"] * len(fields)),
     )
     json_fields = {f.attname for f in fields if isinstance(f, models.JSONField)}
-    # Rows as plain values (JSON already text): the model's field-by-field preparation costs
-    # more than the insert at 100,000 classes.
-    rows = []
-    for c in classes:
-        c.flagged = bool(c.fails or c.borderline)
-        c.search = EquivalenceClass.search_text(c.values)
-        rows.append(
-            [
-                json.dumps(getattr(c, f.attname), ensure_ascii=False)
-                if f.attname in json_fields
-                else getattr(c, f.attname)
-                for f in fields
-            ]
-        )
+    stored = 0
+    rows = iter(classes)
     with connection.cursor() as cursor:
-        for start in range(0, len(rows), CLASS_BATCH):
-            cursor.executemany(statement, rows[start : start + CLASS_BATCH])
+        while batch := list(itertools.islice(rows, CLASS_BATCH)):
+            cursor.executemany(
+                statement,
+                [
+                    [
+                        json.dumps(c[f.attname], ensure_ascii=False)
+                        if f.attname in json_fields
+                        else c[f.attname]
+                        for f in fields
+                    ]
+                    for c in batch
+                ],
+            )
+            stored += len(batch)
+    return stored
 
 
 def _finite(value):
@@ -736,18 +739,20 @@ def value_counts_by_class(
     return out
 
 
-def _classes(
+def class_rows(
     release_request: ReleaseRequest,
     result,
     params: ReleaseParameters,
     qis: list[str],
     sensitive: list[str],
     counts: dict[str, dict[tuple, dict[str, int]]] | None = None,
-) -> list[EquivalenceClass]:
-    """EquivalenceClass rows: per sensitive attribute its value counts (``counts``, else
-    counted on the extract's rows) and the per-class measures of the models
-    (``class_column_labels``); the models each class fails or only just passes, as the
-    criteria judged them."""
+) -> Iterator[dict]:
+    """Each EquivalenceClass's field values, made as they are inserted (:func:`_store_classes`):
+    per sensitive attribute its value counts (``counts``, else counted on the extract's rows)
+    and the per-class measures of the models (``class_column_labels``); the models each class
+    fails or only just passes, as the criteria judged them; the "flagged first" mark and the
+    values as searchable text (the classes table's order and filter). The engine's classes
+    are read :data:`CLASS_BATCH` at a time: no model object, nor record, per class at once."""
     table = result.classes
     if counts is None:
         counts = {name: value_counts_by_class(result.data, qis, name) for name in sensitive}
@@ -757,27 +762,42 @@ def _classes(
         for column, _ in params.model.class_column_labels(sensitive)
         if column in table.columns
     ]
-    rows = []
-    for record in table.to_dict("records"):
-        key = tuple(str(record[q]) for q in qis)
-        size = int(record["size"])
-        fails = [m for m in str(record.get("fails") or "").split(",") if m]
-        borderline = [m for m in str(record.get("borderline") or "").split(",") if m]
-        per_sensitive = {name: {"values": counts[name].get(key, {})} for name in sensitive}
-        for column, name, measure in measures:
-            per_sensitive[name][measure] = _finite(float(record[column]))
-        rows.append(
-            EquivalenceClass(
-                request=release_request,
-                values={q: str(record[q]) for q in qis},
-                size=size,
-                risk=1.0 / size if size else 0.0,
-                sensitive=per_sensitive,
-                fails=fails,
-                borderline=[] if fails else borderline,
-            )
-        )
-    return rows
+    for start in range(0, len(table), CLASS_BATCH):
+        for record in table.iloc[start : start + CLASS_BATCH].to_dict("records"):
+            values = {q: str(record[q]) for q in qis}
+            key = tuple(values.values())
+            size = int(record["size"])
+            fails = [m for m in str(record.get("fails") or "").split(",") if m]
+            borderline = [m for m in str(record.get("borderline") or "").split(",") if m]
+            per_sensitive = {name: {"values": counts[name].get(key, {})} for name in sensitive}
+            for column, name, measure in measures:
+                per_sensitive[name][measure] = _finite(float(record[column]))
+            yield {
+                "request_id": release_request.pk,
+                "values": values,
+                "size": size,
+                "risk": 1.0 / size if size else 0.0,
+                "sensitive": per_sensitive,
+                "fails": fails,
+                "borderline": [] if fails else borderline,
+                "flagged": bool(fails or borderline),
+                "search": EquivalenceClass.search_text(values),
+            }
+
+
+def _classes(
+    release_request: ReleaseRequest,
+    result,
+    params: ReleaseParameters,
+    qis: list[str],
+    sensitive: list[str],
+    counts: dict[str, dict[tuple, dict[str, int]]] | None = None,
+) -> list[EquivalenceClass]:
+    """The round's classes as (unsaved) EquivalenceClass objects (see :func:`class_rows`)."""
+    return [
+        EquivalenceClass(**row)
+        for row in class_rows(release_request, result, params, qis, sensitive, counts)
+    ]
 
 
 def fail_attempt(release_request: ReleaseRequest, reason: str) -> None:
@@ -937,7 +957,7 @@ class ExtractRun(RequestRun):
         list[ReleaseFile],
         dict[str, ReleaseFile],
         str,
-        list[EquivalenceClass],
+        Iterator[dict],
     ]
 
     def log_failure(self) -> None:
@@ -1081,7 +1101,7 @@ class ExtractRun(RequestRun):
         self.progress("Judging the release with the earlier ones", progress=0.96)
         summary.update(judged())
         timer.done("judged with earlier releases")
-        classes = _classes(
+        classes = class_rows(
             release_request,
             built.result,
             params,
@@ -1089,7 +1109,7 @@ class ExtractRun(RequestRun):
             built.config.sensitive,
             counts=counts,
         )
-        self.progress(f"Storing {len(classes):,} equivalence classes", progress=0.97)
+        self.progress(f"Storing {len(built.result.classes):,} equivalence classes", progress=0.97)
         self.result = (built, files, by_format, digest, classes)
         self.finish_run(
             extract_path=by_format[ReleaseFile.Format.CSV].path,

@@ -45,9 +45,10 @@ from releases.requests import package
 
 Format = ReleaseFile.Format
 
-#: Rows read from the column store at a time (a batch's codes and, while it is released, its
-#: strings: about 100 MB for Adult-like rows).
-CHUNK_ROWS = 1_000_000
+#: Rows read from the column store at a time, and about the rows of each bucket the release
+#: is sorted in (a batch's codes and, while it is released, its strings: about 50 MB for
+#: Adult-like rows; a bucket is held a few times over while it is written).
+CHUNK_ROWS = 500_000
 #: Released rows kept for the review: the first ones of the file (sample and examples).
 HEAD_ROWS = 2000
 #: The head's column holding each row's input row.
@@ -170,6 +171,8 @@ class StreamedRelease:
     observed: Observed
     #: Profiles of columns released as they are (their distinct values and unique rows).
     profiles: dict[str, dict] = field(default_factory=dict)
+    #: Each combination's class number (:func:`kept_combinations`), once computed.
+    _kept: np.ndarray | None = field(default=None, init=False, repr=False)
 
 
 def planned(
@@ -251,13 +254,30 @@ def release(
 
 
 def kept_combinations(built: StreamedRelease) -> tuple[pd.DataFrame, np.ndarray]:
-    """(the frequency table's combinations, each one's class number or NOT_IN)."""
+    """(the frequency table's combinations, each one's class number or NOT_IN): computed once
+    per release (the distributions and each sensitive attribute's counts use it)."""
     frame = built.table.frame
-    codes = [
-        codes_of(built.plan, q, pa.array(frame[q].astype(str).to_numpy(dtype=object), pa.string()))
-        for q in built.plan.quasi_identifiers
-    ]
-    return frame, built.classes.of(codes)
+    if built._kept is None or len(built._kept) != len(frame):
+        codes = [
+            codes_of(built.plan, q, _combination_values(frame[q]))
+            for q in built.plan.quasi_identifiers
+        ]
+        built._kept = built.classes.of(codes)
+    return frame, built._kept
+
+
+def _combination_values(column: pd.Series) -> pa.Array:
+    """A frequency table's column as Arrow strings: a Categorical as a dictionary array (its
+    categories looked up once, not a string per combination)."""
+    if isinstance(column.dtype, pd.CategoricalDtype):
+        categories = pa.array(
+            np.asarray(column.cat.categories.astype(str), dtype=object), pa.string()
+        )
+        return pa.DictionaryArray.from_arrays(
+            pa.array(column.cat.codes.to_numpy(), pa.int32(), mask=column.cat.codes.to_numpy() < 0),
+            categories,
+        )
+    return pa.array(column.astype(str).to_numpy(dtype=object), pa.string())
 
 
 def mapping(plan: streaming.ReleasePlan, name: str) -> dict[str, str]:
