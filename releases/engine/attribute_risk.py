@@ -24,7 +24,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from .arrays import IntArray
+from .arrays import IntArray, SmallIntArray
 
 __all__ = ["AttributeRisk", "attribute_risks", "EXHAUSTIVE_COLUMNS"]
 
@@ -32,6 +32,7 @@ __all__ = ["AttributeRisk", "attribute_risks", "EXHAUSTIVE_COLUMNS"]
 EXHAUSTIVE_COLUMNS = 10
 #: Past it, combinations of at most this many columns (and the whole set).
 LARGEST_PARTIAL = 3
+_LARGEST_KEY = int(np.iinfo(np.int64).max)
 
 
 @dataclass(frozen=True)
@@ -50,11 +51,43 @@ class AttributeRisk:
         }
 
 
-def _codes(values: pd.Series) -> IntArray:
+def _codes(values: pd.Series) -> SmallIntArray:
+    """A column's codes from 0 (a missing value has a code of its own) in the narrowest integer
+    type that holds them: a table of millions of distinct rows costs a byte or two per cell."""
     if isinstance(values.dtype, pd.CategoricalDtype):
-        return np.asarray(values.cat.codes, dtype=np.int64)
-    codes, _ = pd.factorize(values, use_na_sentinel=False)
-    return np.asarray(codes, dtype=np.int64)
+        codes = np.asarray(values.cat.codes)
+        if codes.size and int(codes.min()) < 0:  # a missing value's code is -1: it becomes 0
+            codes = codes.astype(np.int64) + 1
+    else:
+        codes, _ = pd.factorize(values, use_na_sentinel=False)
+    return codes.astype(np.min_scalar_type(int(codes.max()) if codes.size else 0), copy=False)
+
+
+def _key(columns: Sequence[SmallIntArray]) -> IntArray:
+    """One int64 per row, equal for two rows exactly when their codes in ``columns`` are: the
+    codes in mixed radix (each column's radix its largest code plus one). Before the key could
+    overflow int64 it is re-numbered densely (by hashing), so that any number of columns fits."""
+    key = np.zeros(len(columns[0]) if columns else 0, dtype=np.int64)
+    space = 1  # every key is below this
+    for column in columns:
+        radix = int(column.max()) + 1 if len(column) else 1
+        if space > _LARGEST_KEY // radix:
+            key, uniques = pd.factorize(key, sort=False)
+            key = np.asarray(key, dtype=np.int64)
+            space = max(len(uniques), 1)
+        key *= radix
+        key += column
+        space *= radix
+    return key
+
+
+def _distinct(key: IntArray) -> tuple[IntArray, IntArray]:
+    """Each row's class among the distinct keys, and one row of each class."""
+    row_class, uniques = pd.factorize(key, sort=False)
+    row_class = np.asarray(row_class, dtype=np.int64)
+    one = np.empty(len(uniques), dtype=np.int64)
+    one[row_class] = np.arange(len(key), dtype=np.int64)  # any of the class's rows will do
+    return row_class, one
 
 
 def combinations(columns: Sequence[str], largest: int | None = None) -> list[tuple[int, ...]]:
@@ -71,18 +104,13 @@ def combinations(columns: Sequence[str], largest: int | None = None) -> list[tup
     return out
 
 
-def _class_sizes(table: IntArray, counts: IntArray, positions: tuple[int, ...]) -> IntArray:
-    """Class sizes on ``positions`` of the distinct-row table weighted by ``counts``."""
-    key = np.zeros(len(table), dtype=np.int64)
-    for p in positions:
-        column = table[:, p]
-        cardinality = int(column.max()) + 1 if len(column) else 1
-        # Re-number before the key could overflow int64.
-        if int(key.max(initial=0)) + 1 > np.iinfo(np.int64).max // max(cardinality, 1):
-            _, key = np.unique(key, return_inverse=True)
-        key = key * cardinality + column
-    _, inverse = np.unique(key, return_inverse=True)
-    return np.bincount(inverse.ravel(), weights=counts).astype(np.int64)
+def _class_sizes(
+    columns: Sequence[SmallIntArray], counts: IntArray, positions: tuple[int, ...]
+) -> IntArray:
+    """Class sizes on ``positions`` of the distinct-row table (one code array per column)
+    weighted by ``counts``, in no particular order. Memory: a few integers per distinct row."""
+    classes, _ = pd.factorize(_key([columns[p] for p in positions]), sort=False)
+    return np.bincount(classes, weights=counts).astype(np.int64)
 
 
 def attribute_risks(
@@ -102,22 +130,24 @@ def attribute_risks(
     n = len(frame) if weights is None else int(weights.sum())
     if not names or n == 0:
         return []
-    codes = np.stack([_codes(frame[c]) for c in names], axis=1)
-    if weights is None:
-        table, counts = np.unique(codes, axis=0, return_counts=True)
-    else:
-        table, inverse = np.unique(codes, axis=0, return_inverse=True)
-        counts = np.bincount(inverse.ravel(), weights=weights).astype(np.int64)
+    # The distinct rows on all the columns (a frequency table's rows are already), each
+    # column's codes apart and narrow, with their counts: a 1-D key per row, never a 2-D sort.
+    codes = [_codes(frame[c]) for c in names]
+    row_class, one = _distinct(_key(codes))
+    table = [column[one] for column in codes]
+    del codes
+    counts = np.bincount(row_class, weights=weights, minlength=len(one)).astype(np.int64)
+    del row_class
     chosen = combinations(names)
     if max_work is not None:
         largest = max(len(c) for c in chosen)
-        while largest > 1 and len(table) * len(chosen) > max_work:
+        while largest > 1 and len(one) * len(chosen) > max_work:
             largest -= 1
             chosen = combinations(names, largest)
     pairs = n * (n - 1) / 2
     out = []
     for positions in chosen:
-        sizes = _class_sizes(table, counts.astype(np.int64), positions)
+        sizes = _class_sizes(table, counts, positions)
         same = float((sizes * (sizes - 1) // 2).sum())
         out.append(
             AttributeRisk(

@@ -73,3 +73,55 @@ def test_one_row_and_no_columns():
     (only,) = attribute_risks(pd.DataFrame({"a": ["x"]}), ["a"])
     assert (only.distinction, only.separation, only.unique_rows) == (1.0, 0.0, 1)
     assert list(itertools.chain(only.columns)) == ["a"]
+
+
+def wide_table_with_missing_values() -> tuple[pd.DataFrame, list[str]]:
+    """10 columns (every combination measured), 4 of a few values with missing cells and 6 of
+    thousands of values, interleaved; rows repeated so that classes of several rows remain on
+    every combination. The whole set's codes in mixed radix need more than 63 bits."""
+    rng = np.random.default_rng(23)
+    base = 1_500
+    columns: dict[str, object] = {}
+    for i in range(10):
+        if i % 2 == 0 and i < 8:
+            values = rng.choice(np.array(["a", "b", "c", None], dtype=object), base)
+            values[rng.random(base) < 0.1] = np.nan  # both kinds of missing cell
+        else:
+            values = rng.integers(0, 5_000, base).astype(str).astype(object)
+        columns[f"c{i}"] = values
+    distinct = pd.DataFrame(columns)
+    frame = distinct.iloc[rng.integers(0, base, 4_000)].reset_index(drop=True)
+    return frame, list(frame.columns)
+
+
+def by_pandas_with_missing(frame: pd.DataFrame, columns: list[str]) -> tuple[int, int, int]:
+    """Classes, pairs of rows in the same class, and unique rows, a missing cell a value."""
+    sizes = frame.groupby(columns, dropna=False).size().to_numpy()
+    return len(sizes), sum(math.comb(int(s), 2) for s in sizes), int((sizes == 1).sum())
+
+
+def test_many_columns_and_missing_values_match_a_group_by_whatever_the_key_width():
+    frame, columns = wide_table_with_missing_values()
+    width = math.prod(frame[c].nunique(dropna=False) for c in columns)
+    assert width > 2**63  # the whole set's mixed radix key does not fit in int64
+    # The same rows three ways: as read, as categoricals (a missing cell's code is -1), and as
+    # a frequency table (the distinct rows with their counts, as the risk panel passes them).
+    categorical = frame.astype("category")
+    counted = frame.groupby(columns, dropna=False, sort=False).size().rename("rows").reset_index()
+    assert len(counted) < len(frame)
+    results = [
+        attribute_risks(frame, columns),
+        attribute_risks(categorical, columns),
+        attribute_risks(counted[columns], columns, rows=counted["rows"].to_numpy()),
+    ]
+    n = len(frame)
+    pairs = math.comb(n, 2)
+    assert len(results[0]) == 2 ** len(columns) - 1
+    for r in results[0]:
+        classes, same, unique = by_pandas_with_missing(frame, list(r.columns))
+        assert r.distinction == pytest.approx(classes / n, rel=1e-12)
+        assert r.separation == pytest.approx((pairs - same) / pairs, rel=1e-12)
+        assert r.unique_rows == unique
+    assert results[1] == results[0] and results[2] == results[0]
+    whole = next(r for r in results[0] if len(r.columns) == len(columns))
+    assert 0 < whole.unique_rows < n  # repeated rows form classes of several on the whole set
