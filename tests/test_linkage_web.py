@@ -1,6 +1,8 @@
 """The linkage attack before approval, on the web: an attacker file attached to a request, read
 with the upload bounds, linked to the extract by a worker's job, shown beside the risk
 estimates and in the report to officers and the requester only, and deleted with its request.
+The steward's ready request is made once for the module (tests/support/world.py): each test
+changes it inside its own transaction, rolled back, and works on its own copy of the files.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
+from django.contrib.auth.models import User
 from django.urls import reverse
 
 from releases.core import storage
@@ -22,6 +25,7 @@ from releases.requests import rules as lifecycle
 from releases.review import services as review
 from tests.conftest import ADULT, hierarchy_upload
 from tests.support import factories
+from tests.support import world as world_support
 from tests.support.workflow import approve, ready_release, request_release, run
 
 pytestmark = pytest.mark.django_db
@@ -45,6 +49,26 @@ def _csv(frame: pd.DataFrame, sep: str = ",") -> bytes:
 def _hierarchies(steward, dataset) -> None:
     for column in dataset.columns.filter(name__in=ADULT_QIS):
         datasets.set_hierarchy_file(steward, dataset, column.pk, hierarchy_upload(column.name))
+
+
+@pytest.fixture(scope="module")
+def shared_ready(django_db_setup, django_db_blocker):
+    """``steward`` and their ``ready_request``, made once for the module."""
+    with world_support.ready_request_once(django_db_blocker) as made:
+        yield made
+
+
+@pytest.fixture
+def steward(shared_ready, db) -> User:
+    """The module's steward, read afresh."""
+    return User.objects.get(pk=shared_ready["steward"].pk)
+
+
+@pytest.fixture
+def ready_request(shared_ready, steward, private_media_root) -> ReleaseRequest:
+    """The module's ready request, read afresh, its files copied to the test's media folder."""
+    world_support.media_copy(shared_ready, private_media_root)
+    return ReleaseRequest.objects.get(pk=shared_ready["request"].pk)
 
 
 @pytest.fixture

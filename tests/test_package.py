@@ -1,6 +1,8 @@
 """The release package: each format read back and checked against its approved SHA-256, the
 privacy model checked on the written file, the seeded shuffle, Excel's row limit, reproduction,
-and missing or changed files refused."""
+and missing or changed files refused. The visits' release is made once for the module
+(tests/support/world.py): each test changes it inside its own transaction, rolled back, and
+works on its own copy of the files."""
 
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
+from django.contrib.auth.models import User
 from django.urls import reverse
 
 from releases.core import storage
@@ -26,7 +29,8 @@ from releases.requests import run as release_run
 from releases.requests.parameters import ReleaseParameters
 from releases.review import services as review
 from tests.support import factories, pycanon
-from tests.support.workflow import approve, ready_release, request_release, run, tag
+from tests.support import world as world_support
+from tests.support.workflow import approve, request_release, run, tag
 
 pytestmark = pytest.mark.django_db
 QIS = ["age", "zip", "sex"]
@@ -45,22 +49,35 @@ def visits_csv(rows: int = 400) -> str:
     return "\n".join(lines) + "\n"
 
 
+@pytest.fixture(scope="module")
+def shared_ready(django_db_setup, django_db_blocker):
+    """``steward`` and their visits' release, ready for review, made once for the module."""
+    tagging = {
+        "batch": Role.INSENSITIVE,
+        "name": Role.IDENTIFIER,
+        "age": Role.QUASI_IDENTIFIER,
+        "zip": Role.QUASI_IDENTIFIER,
+        "sex": Role.QUASI_IDENTIFIER,
+        "diagnosis": Role.SENSITIVE,
+        "note": Role.WITHHELD,
+    }
+    with world_support.ready_request_once(
+        django_db_blocker, visits_csv(), tagging, "visits.csv"
+    ) as made:
+        yield made
+
+
 @pytest.fixture
-def ready(steward):
-    return ready_release(
-        steward,
-        visits_csv(),
-        {
-            "batch": Role.INSENSITIVE,
-            "name": Role.IDENTIFIER,
-            "age": Role.QUASI_IDENTIFIER,
-            "zip": Role.QUASI_IDENTIFIER,
-            "sex": Role.QUASI_IDENTIFIER,
-            "diagnosis": Role.SENSITIVE,
-            "note": Role.WITHHELD,
-        },
-        "visits.csv",
-    )
+def steward(shared_ready, db) -> User:
+    """The module's steward, read afresh."""
+    return User.objects.get(pk=shared_ready["steward"].pk)
+
+
+@pytest.fixture
+def ready(shared_ready, steward, private_media_root) -> ReleaseRequest:
+    """The module's release, read afresh, its files copied to the test's media folder."""
+    world_support.media_copy(shared_ready, private_media_root)
+    return ReleaseRequest.objects.get(pk=shared_ready["request"].pk)
 
 
 def _read(fmt: str, raw: bytes) -> pd.DataFrame:

@@ -4,7 +4,9 @@ the worker's run (in this process), with the written extract checked independent
 β-likeness and the risk models, the
 population-uniqueness and attacker-risk estimates recomputed here from their formulas. Then the
 form's round trip, the review refusing a failed check, the classes table, the candidates, the
-data migration and the hierarchy warnings."""
+data migration and the hierarchy warnings. The steward's people are uploaded and tagged once
+for the module (tests/support/world.py): each test requests and runs inside its own
+transaction, rolled back, on its own copy of the file."""
 
 from __future__ import annotations
 
@@ -19,20 +21,22 @@ from html.parser import HTMLParser
 import numpy as np
 import pandas as pd
 import pytest
+from django.contrib.auth.models import User
 from django.urls import reverse
 
 from releases.core import storage
 from releases.core.errors import InvalidInput
 from releases.engine import Hierarchy
 from releases.engine.criteria.k_map import derived_k
-from releases.models import AuditEvent, DatasetColumn, ReleaseRequest, Role
+from releases.models import AuditEvent, Dataset, DatasetColumn, ReleaseRequest, Role
 from releases.requests import services as release
 from releases.review import report as report_service
 from releases.review import services as review
 from tests.conftest import csv_upload
 from tests.support import factories, pycanon
+from tests.support import world as world_support
 from tests.support.added_model import register as register_added_model
-from tests.support.workflow import run, tag
+from tests.support.workflow import run
 
 pytestmark = pytest.mark.django_db
 State = ReleaseRequest.State
@@ -52,19 +56,29 @@ def people_csv(n: int = ROWS, seed: int = 3) -> str:
     return "\n".join(lines) + "\n"
 
 
+@pytest.fixture(scope="module")
+def shared_people(django_db_setup, django_db_blocker):
+    """``steward`` and their people, uploaded and tagged once for the module."""
+    tagging = {
+        "name": Role.IDENTIFIER,
+        **{q: Role.QUASI_IDENTIFIER for q in QIS},
+        "diagnosis": Role.SENSITIVE,
+    }
+    with world_support.dataset_once(django_db_blocker, people_csv(), tagging) as made:
+        yield made
+
+
 @pytest.fixture
-def people(steward):
-    dataset = factories.make_dataset(steward, people_csv(), "people.csv")
-    tag(
-        steward,
-        dataset,
-        {
-            "name": Role.IDENTIFIER,
-            **{q: Role.QUASI_IDENTIFIER for q in QIS},
-            "diagnosis": Role.SENSITIVE,
-        },
-    )
-    return dataset
+def steward(shared_people, db) -> User:
+    """The module's steward, read afresh."""
+    return User.objects.get(pk=shared_people["steward"].pk)
+
+
+@pytest.fixture
+def people(shared_people, steward, private_media_root) -> Dataset:
+    """The module's dataset, read afresh, its file copied to the test's media folder."""
+    world_support.media_copy(shared_people, private_media_root)
+    return Dataset.objects.get(pk=shared_people["dataset"].pk)
 
 
 @pytest.fixture

@@ -1,5 +1,7 @@
 """The review workflow: blind votes, approvals bound to bytes, rounds (its state machine:
-tests/test_review_states.py)."""
+tests/test_review_states.py). The steward's ready request is made once for the module
+(tests/support/world.py): each test changes it inside its own transaction, rolled back, and
+works on its own copy of the files."""
 
 from __future__ import annotations
 
@@ -7,6 +9,7 @@ import io
 
 import pandas as pd
 import pytest
+from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.urls import reverse
@@ -21,6 +24,7 @@ from releases.requests.parameters import ReleaseParameters
 from releases.review import selectors
 from releases.review import services as review
 from tests.support import factories
+from tests.support import world as world_support
 from tests.support.factories import synthetic_csv
 from tests.support.workflow import approve, download, request_release, run, tag
 
@@ -29,6 +33,26 @@ pytestmark = pytest.mark.django_db
 State = ReleaseRequest.State
 ALL_STATES = [s.value for s in State]
 DECISIONS = [d.value for d in Review.Decision]
+
+
+@pytest.fixture(scope="module")
+def shared_ready(django_db_setup, django_db_blocker):
+    """``steward`` and their ``ready_request``, made once for the module."""
+    with world_support.ready_request_once(django_db_blocker) as made:
+        yield made
+
+
+@pytest.fixture
+def steward(shared_ready, db) -> User:
+    """The module's steward, read afresh."""
+    return User.objects.get(pk=shared_ready["steward"].pk)
+
+
+@pytest.fixture
+def ready_request(shared_ready, steward, private_media_root) -> ReleaseRequest:
+    """The module's ready request, read afresh, its files copied to the test's media folder."""
+    world_support.media_copy(shared_ready, private_media_root)
+    return ReleaseRequest.objects.get(pk=shared_ready["request"].pk)
 
 
 def make_dataset(user):

@@ -10,6 +10,10 @@ runs publishes no label held by a single row. A recipient crawling an approved r
 no identifier, no withheld value and no label only the data holds. The exact counts behind the
 published cells are for privacy officers only. Releases made before these rules are re-checked
 by migration 0016.
+
+The steward's dataset is uploaded and tagged once for the module (tests/support/world.py): each
+test funds and changes it inside its own transaction, rolled back, and reads its own copy of
+the file.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ from decimal import Decimal
 import pandas as pd
 import pytest
 from django.apps import apps
+from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
@@ -31,15 +36,15 @@ from releases.core.errors import InvalidInput
 from releases.datasets import budget
 from releases.datasets import services as datasets
 from releases.engine import dp as D
-from releases.models import AuditEvent, BudgetEntry, ReleaseFile, ReleaseRequest, Role
+from releases.models import AuditEvent, BudgetEntry, Dataset, ReleaseFile, ReleaseRequest, Role
 from releases.requests import services as sharing
 from releases.requests.services import Sharing
 from releases.review import services as review
 from releases.statistics import checks as statistics_checks
 from releases.statistics import run as statistics_run
 from releases.statistics import services as statistics
-from tests.support import factories
-from tests.support.workflow import download, tag
+from tests.support import world as world_support
+from tests.support.workflow import download
 
 State = ReleaseRequest.State
 pytestmark = pytest.mark.django_db
@@ -77,11 +82,26 @@ def frame() -> pd.DataFrame:
     return pd.read_csv(io.StringIO(people_csv()), dtype=str, keep_default_na=False)
 
 
+@pytest.fixture(scope="module")
+def shared_dataset(django_db_setup, django_db_blocker):
+    """``steward`` and their people, uploaded and tagged with ``ROLES`` once for the module;
+    "note" keeps no role: neither released nor chosen for statistics."""
+    with world_support.dataset_once(django_db_blocker, people_csv(), ROLES, rest=None) as made:
+        yield made
+
+
 @pytest.fixture
-def dataset(steward, officer):
-    made = factories.make_dataset(steward, people_csv(), "people.csv")
-    # "note" keeps no role: neither released nor chosen for statistics.
-    tag(steward, made, ROLES, rest=None)
+def steward(shared_dataset, db) -> User:
+    """The module's steward, read afresh."""
+    return User.objects.get(pk=shared_dataset["steward"].pk)
+
+
+@pytest.fixture
+def dataset(shared_dataset, steward, officer, private_media_root) -> Dataset:
+    """The module's dataset, read afresh, its file copied to the test's media folder, and
+    funded by ``officer``."""
+    world_support.media_copy(shared_dataset, private_media_root)
+    made = Dataset.objects.get(pk=shared_dataset["dataset"].pk)
     budget.set_budget(officer, made, "5", "0.00001")
     return made
 

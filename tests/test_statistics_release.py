@@ -6,6 +6,10 @@ preview; who sees what.
 Concurrent releases on PostgreSQL are in tests/test_statistics_concurrency.py; the noise's
 scale against OpenDP's promise in tests/test_dp_engine.py; the browser path in
 tests/test_browser_statistics.py.
+
+The steward's dataset is uploaded and tagged once for the module (tests/support/world.py): each
+test funds and changes it inside its own transaction, rolled back, and reads its own copy of
+the file.
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from unittest import mock
 
 import pandas as pd
 import pytest
-from django.contrib.auth.models import AnonymousUser
+from django.contrib.auth.models import AnonymousUser, User
 from django.test import Client
 from django.urls import reverse
 
@@ -29,7 +33,7 @@ from releases.core.errors import InvalidInput
 from releases.datasets import budget
 from releases.datasets import services as datasets
 from releases.engine import dp as D
-from releases.models import AuditEvent, BudgetEntry, ReleaseFile, ReleaseRequest, Role
+from releases.models import AuditEvent, BudgetEntry, Dataset, ReleaseFile, ReleaseRequest, Role
 from releases.requests import reproduction
 from releases.requests import rules as lifecycle
 from releases.requests.services import Sharing
@@ -37,6 +41,7 @@ from releases.review import services as review
 from releases.statistics import run as statistics_run
 from releases.statistics import services as statistics
 from tests.support import factories
+from tests.support import world as world_support
 from tests.support.workflow import download, request_release, run, tag
 
 State = ReleaseRequest.State
@@ -87,11 +92,24 @@ ROLES = {
 }
 
 
+@pytest.fixture(scope="module")
+def shared_dataset(django_db_setup, django_db_blocker):
+    """``steward`` and their people, uploaded and tagged with ``ROLES`` once for the module."""
+    with world_support.dataset_once(django_db_blocker, people_csv(), ROLES) as made:
+        yield made
+
+
 @pytest.fixture
-def dataset(steward):
-    made = factories.make_dataset(steward, people_csv(), "people.csv")
-    tag(steward, made, ROLES)
-    return made
+def steward(shared_dataset, db) -> User:
+    """The module's steward, read afresh."""
+    return User.objects.get(pk=shared_dataset["steward"].pk)
+
+
+@pytest.fixture
+def dataset(shared_dataset, steward, private_media_root) -> Dataset:
+    """The module's dataset, read afresh, its file copied to the test's media folder."""
+    world_support.media_copy(shared_dataset, private_media_root)
+    return Dataset.objects.get(pk=shared_dataset["dataset"].pk)
 
 
 @pytest.fixture

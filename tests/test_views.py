@@ -1,8 +1,7 @@
-"""Pages and permissions: each role against each action, through the web layer."""
+"""Pages and permissions: each role against each action, through the web layer (reviewing and
+downloading a ready request: tests/test_views_review.py)."""
 
 from __future__ import annotations
-
-import json
 
 import pytest
 from django.urls import reverse
@@ -12,7 +11,7 @@ from releases.models import AuditEvent, Dataset, ReleaseRequest, Role
 from releases.requests import run as release_run
 from tests.conftest import csv_upload
 from tests.support.factories import make_dataset, synthetic_csv
-from tests.support.workflow import approve, request_release, tag
+from tests.support.workflow import request_release, tag
 
 pytestmark = pytest.mark.django_db
 
@@ -22,27 +21,9 @@ def dataset(steward):
     return make_dataset(steward, synthetic_csv(), "people.csv")
 
 
-@pytest.fixture
-def approved(ready_request, officer, recipient):
-    return approve(officer, ready_request, recipient)
-
-
 def login(client, user):
     client.force_login(user)
     return client
-
-
-def test_every_page_requires_login(client, dataset, ready_request):
-    for url in [
-        reverse("releases:home"),
-        reverse("releases:dataset_list"),
-        reverse("releases:dataset_detail", args=[dataset.pk]),
-        reverse("releases:request_detail", args=[ready_request.pk]),
-        reverse("releases:review_queue"),
-        reverse("releases:download", args=[ready_request.pk]),
-    ]:
-        response = client.get(url)
-        assert response.status_code == 302 and "/accounts/login/" in response["Location"], url
 
 
 def test_upload_page_shows_columns_and_first_rows(client, steward):
@@ -184,39 +165,6 @@ def test_request_form_creates_a_request_and_redirects_to_its_page(client, stewar
     assert "Queued" in page and 'hx-trigger="every 1s"' in page
 
 
-def test_status_polling_stops_when_the_request_is_final(client, steward, ready_request):
-    login(client, steward)
-    response = client.get(
-        reverse("releases:request_status", args=[ready_request.pk]), HTTP_HX_REQUEST="true"
-    )
-    assert response["HX-Refresh"] == "true"
-    assert "hx-trigger" not in response.content.decode()
-
-
-def test_review_page_shows_summary_levels_and_classes(client, officer, ready_request):
-    login(client, officer)
-    page = client.get(reverse("releases:request_detail", args=[ready_request.pk])).content.decode()
-    assert 'id="k-achieved"' in page and "Equivalence classes" in page and "Approve" in page
-    queue = client.get(reverse("releases:review_queue")).content.decode()
-    assert f"#{ready_request.pk}" in queue
-    classes = client.get(
-        reverse("releases:request_classes", args=[ready_request.pk]) + "?page=1",
-        HTTP_HX_REQUEST="true",
-    )
-    assert classes.status_code == 200 and 'id="classes"' in classes.content.decode()
-
-
-@pytest.mark.parametrize("role_user", ["steward", "recipient", "other_steward"])
-def test_only_officers_decide(client, request, ready_request, role_user):
-    login(client, request.getfixturevalue(role_user))
-    response = client.post(
-        reverse("releases:request_review", args=[ready_request.pk]), {"decision": "approve"}
-    )
-    assert response.status_code in (403, 404)
-    ready_request.refresh_from_db()
-    assert ready_request.state == ReleaseRequest.State.READY
-
-
 def test_officer_cannot_decide_own_request_even_by_crafted_post(client, steward_officer):
     dataset = make_dataset(steward_officer, synthetic_csv())
     tag(steward_officer, dataset, {"age": Role.QUASI_IDENTIFIER})
@@ -231,59 +179,6 @@ def test_officer_cannot_decide_own_request_even_by_crafted_post(client, steward_
     assert response.status_code == 403
     own.refresh_from_db()
     assert own.state == ReleaseRequest.State.READY
-
-
-def test_reject_without_a_comment_is_refused_on_the_page(client, officer, ready_request):
-    login(client, officer)
-    response = client.post(
-        reverse("releases:request_review", args=[ready_request.pk]),
-        {"decision": "reject", "comment": ""},
-    )
-    assert response.status_code == 400 and "Give a comment" in response.content.decode()
-    response = client.post(
-        reverse("releases:request_review", args=[ready_request.pk]),
-        {"decision": "reject", "comment": "Too risky"},
-    )
-    assert response.status_code == 302
-    ready_request.refresh_from_db()
-    assert ready_request.state == ReleaseRequest.State.REJECTED
-    assert ready_request.reviews.get().comment == "Too risky"
-
-
-@pytest.mark.parametrize("role_user", ["steward", "officer", "recipient"])
-def test_nobody_downloads_an_unapproved_release(client, request, ready_request, role_user):
-    login(client, request.getfixturevalue(role_user))
-    response = client.get(reverse("releases:download", args=[ready_request.pk]))
-    # Recipients do not even see unapproved requests (404); officers never download (403); the
-    # requester is refused until the release is approved (409).
-    assert response.status_code == {"recipient": 404, "officer": 403, "steward": 409}[role_user]
-    assert not AuditEvent.objects.filter(action=AuditEvent.Action.DOWNLOAD).exists()
-
-
-@pytest.mark.parametrize(
-    ("role_user", "status"),
-    [("steward", 200), ("recipient", 200), ("officer", 403), ("other_steward", 404)],
-)
-def test_approved_release_download_by_role(client, request, approved, role_user, status):
-    user = request.getfixturevalue(role_user)
-    login(client, user)
-    url = reverse("releases:download", args=[approved.pk])
-    if status == 200:
-        # The terms of use first: the download is refused until they are accepted.
-        assert client.get(url).status_code == 409
-        assert client.post(reverse("releases:accept_terms", args=[approved.pk])).status_code == 302
-    response = client.get(url)
-    assert response.status_code == status
-    logged = AuditEvent.objects.filter(action=AuditEvent.Action.DOWNLOAD, actor=user).count()
-    assert logged == (1 if status == 200 else 0)
-    if status == 200:
-        assert response["Content-Disposition"].startswith("attachment;")
-        content = b"".join(response.streaming_content)
-        assert "name" not in content.decode().splitlines()[0].split(",")
-        report = client.get(reverse("releases:download_report", args=[approved.pk]))
-        report = json.loads(b"".join(report.streaming_content))
-        assert report["extract"]["sha256"] == approved.extract_sha256
-        assert [a["by"] for a in report["approvals"]] == ["officer"]
 
 
 def test_uploads_are_not_served_from_media_url(client, steward, dataset):

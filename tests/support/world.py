@@ -11,6 +11,7 @@ import contextlib
 import random
 import shutil
 import tempfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from unittest import mock
 
@@ -30,7 +31,9 @@ from releases.models import (
     TermsAcceptance,
 )
 from releases.requests import services as sharing
-from tests.support.workflow import ready_release
+from tests.conftest import READY_ROLES
+from tests.support.factories import make_dataset, synthetic_csv
+from tests.support.workflow import ready_release, tag
 
 #: The people: who they are to the request.
 PEOPLE = (
@@ -118,12 +121,100 @@ def world(
             release_request.refresh_from_db()
             yield {"people": people, "request": release_request, "media": media}
         finally:
-            AuditEvent.objects.all().delete()
-            OutboxMessage.objects.all().delete()
-            TermsAcceptance.objects.all().delete()
-            Reproduction.objects.all().delete()
-            Review.objects.all().delete()
-            ReleaseRequest.objects.all().delete()
-            Dataset.objects.all().delete()
-            User.objects.filter(username__startswith="w-").delete()
+            _remove_all(User.objects.filter(username__startswith="w-"))
             shutil.rmtree(media, ignore_errors=True)
+
+
+def ready_request_once(
+    django_db_blocker,
+    content: str | None = None,
+    tagging: dict | None = None,
+    filename: str = "people.csv",
+) -> contextlib.AbstractContextManager[dict]:
+    """``tests/conftest.py``'s ``steward`` and ``ready_request``, made once for a module:
+    ``steward`` (with an e-mail address) and their request over ``synthetic_csv`` with
+    ``READY_ROLES`` (or ``content`` in ``filename`` with ``tagging``), k=5 with 5 % suppression,
+    run to "ready for review". Yields a dict: the steward, the request, the media folder
+    holding its files."""
+
+    def make() -> dict:
+        steward = _steward()
+        release_request = ready_release(
+            steward, content or synthetic_csv(), tagging or READY_ROLES, filename
+        )
+        return {"steward": steward, "request": release_request}
+
+    return _made_once(django_db_blocker, make)
+
+
+def dataset_once(
+    django_db_blocker,
+    content: str,
+    tagging: dict,
+    filename: str = "people.csv",
+    rest: str | None = Role.WITHHELD,
+) -> contextlib.AbstractContextManager[dict]:
+    """``tests/conftest.py``'s ``steward`` and a dataset of theirs, made once for a module:
+    ``content`` uploaded as ``filename``, profiled, its columns given ``tagging`` and the others
+    ``rest`` (as ``workflow.tag``). Yields a dict: the steward, the dataset, the media folder
+    holding its file."""
+
+    def make() -> dict:
+        steward = _steward()
+        dataset = make_dataset(steward, content, filename)
+        tag(steward, dataset, tagging, rest=rest)
+        return {"steward": steward, "dataset": dataset}
+
+    return _made_once(django_db_blocker, make)
+
+
+def media_copy(made: dict, media_root: Path) -> Path:
+    """A copy of the module's files in ``media_root`` (the test's own media folder), for tests
+    that read them, change them or remove them; ``media_root``."""
+    shutil.copytree(made["media"], media_root, dirs_exist_ok=True)
+    return media_root
+
+
+def _steward() -> User:
+    """``tests/conftest.py``'s ``steward``: with an e-mail address."""
+    steward = _user("steward", roles.STEWARDS)
+    steward.email = "steward@example.org"
+    steward.save(update_fields=["email"])
+    return steward
+
+
+@contextlib.contextmanager
+def _made_once(django_db_blocker, make: Callable[[], dict]) -> Iterator[dict]:
+    """``make()`` run outside the tests' transactions, its files in a folder of its own: its
+    dict and ``media``, the folder. The patches below hold only while it runs, so the module's
+    tests see the outbox as every other test does. At the end every request, dataset and user
+    made since is removed, and the folder."""
+    media = Path(tempfile.mkdtemp(prefix="anonymizer-world-"))
+    with django_db_blocker.unblock():
+        users_before = set(User.objects.values_list("pk", flat=True))
+    try:
+        # Outside a test's transaction work would be sent to a broker at once: here it is run
+        # in this process instead (``run``), so nothing is sent.
+        with (
+            django_db_blocker.unblock(),
+            override_settings(MEDIA_ROOT=media),
+            mock.patch.object(dispatch, "send"),
+        ):
+            made = make()
+        yield made | {"media": media}
+    finally:
+        with django_db_blocker.unblock():
+            _remove_all(User.objects.exclude(pk__in=users_before))
+        shutil.rmtree(media, ignore_errors=True)
+
+
+def _remove_all(users) -> None:
+    """Every request and dataset with what hangs on them, and ``users``."""
+    AuditEvent.objects.all().delete()
+    OutboxMessage.objects.all().delete()
+    TermsAcceptance.objects.all().delete()
+    Reproduction.objects.all().delete()
+    Review.objects.all().delete()
+    ReleaseRequest.objects.all().delete()
+    Dataset.objects.all().delete()
+    users.delete()
