@@ -13,7 +13,6 @@ import json
 import numpy as np
 import pandas as pd
 import pytest
-from django.contrib.auth.models import User
 from django.urls import reverse
 
 from releases.core import storage
@@ -51,24 +50,7 @@ def _hierarchies(steward, dataset) -> None:
         datasets.set_hierarchy_file(steward, dataset, column.pk, hierarchy_upload(column.name))
 
 
-@pytest.fixture(scope="module")
-def shared_ready(django_db_setup, django_db_blocker):
-    """``steward`` and their ``ready_request``, made once for the module."""
-    with world_support.ready_request_once(django_db_blocker) as made:
-        yield made
-
-
-@pytest.fixture
-def steward(shared_ready, db) -> User:
-    """The module's steward, read afresh."""
-    return User.objects.get(pk=shared_ready["steward"].pk)
-
-
-@pytest.fixture
-def ready_request(shared_ready, steward, private_media_root) -> ReleaseRequest:
-    """The module's ready request, read afresh, its files copied to the test's media folder."""
-    world_support.media_copy(shared_ready, private_media_root)
-    return ReleaseRequest.objects.get(pk=shared_ready["request"].pk)
+shared_ready, steward, ready_request = world_support.module_ready_request()
 
 
 @pytest.fixture

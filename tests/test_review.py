@@ -9,7 +9,6 @@ import io
 
 import pandas as pd
 import pytest
-from django.contrib.auth.models import User
 from django.core.exceptions import PermissionDenied
 from django.http import Http404
 from django.urls import reverse
@@ -35,24 +34,7 @@ ALL_STATES = [s.value for s in State]
 DECISIONS = [d.value for d in Review.Decision]
 
 
-@pytest.fixture(scope="module")
-def shared_ready(django_db_setup, django_db_blocker):
-    """``steward`` and their ``ready_request``, made once for the module."""
-    with world_support.ready_request_once(django_db_blocker) as made:
-        yield made
-
-
-@pytest.fixture
-def steward(shared_ready, db) -> User:
-    """The module's steward, read afresh."""
-    return User.objects.get(pk=shared_ready["steward"].pk)
-
-
-@pytest.fixture
-def ready_request(shared_ready, steward, private_media_root) -> ReleaseRequest:
-    """The module's ready request, read afresh, its files copied to the test's media folder."""
-    world_support.media_copy(shared_ready, private_media_root)
-    return ReleaseRequest.objects.get(pk=shared_ready["request"].pk)
+shared_ready, steward, ready_request = world_support.module_ready_request()
 
 
 def make_dataset(user):

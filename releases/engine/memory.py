@@ -14,12 +14,10 @@ def status_kb(field: str, pid: int | None = None) -> int | None:
     """The ``field`` line (``VmRSS``, ``VmHWM``) of process ``pid``'s status (this process's
     when None), in kB; None when there is no such process, file or line."""
     path = Path("/proc/self/status" if pid is None else f"/proc/{pid}/status")
-    try:
+    with contextlib.suppress(OSError):
         for line in path.read_text(encoding="ascii", errors="replace").splitlines():
             if line.startswith(field + ":"):
                 return int(line.split()[1])
-    except OSError:
-        pass
     return None
 
 

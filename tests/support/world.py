@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from unittest import mock
 
+import pytest
 from django.contrib.auth.models import AnonymousUser, User
 from django.test import override_settings
 
@@ -166,6 +167,29 @@ def dataset_once(
         return {"steward": steward, "dataset": dataset}
 
     return _made_once(django_db_blocker, make)
+
+
+def module_ready_request() -> tuple:
+    """The fixtures of a module whose tests share one ready request: ``shared_ready`` (made
+    once, :func:`ready_request_once`), and per test ``steward`` and ``ready_request`` read
+    afresh, the request's files copied to the test's media folder. A module assigns them:
+    ``shared_ready, steward, ready_request = module_ready_request()``."""
+
+    @pytest.fixture(scope="module")
+    def shared_ready(django_db_setup, django_db_blocker):
+        with ready_request_once(django_db_blocker) as made:
+            yield made
+
+    @pytest.fixture
+    def steward(shared_ready, db) -> User:
+        return User.objects.get(pk=shared_ready["steward"].pk)
+
+    @pytest.fixture
+    def ready_request(shared_ready, steward, private_media_root) -> ReleaseRequest:
+        media_copy(shared_ready, private_media_root)
+        return ReleaseRequest.objects.get(pk=shared_ready["request"].pk)
+
+    return shared_ready, steward, ready_request
 
 
 def media_copy(made: dict, media_root: Path) -> Path:
